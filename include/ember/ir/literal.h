@@ -1,0 +1,75 @@
+// Literal: a host value of a given Shape (dense row-major bytes), or a tuple
+// of Literals. Used for constants in the IR, for interpreter inputs and
+// results, and as the payload of runtime buffers. Copying a Literal copies
+// its bytes (value semantics); the runtime shares them through
+// std::shared_ptr<Literal>.
+//
+// bf16/f16 elements are stored as their 16-bit patterns, pred as one byte
+// (0 or 1), complex as interleaved (re, im) pairs.
+#pragma once
+
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ember/ir/shape.h"
+#include "ember/status.h"
+
+namespace ember {
+
+class Literal {
+ public:
+  Literal() : Literal(Shape(DType::kF32, {})) {}
+  // Zero-filled value of `shape` (a tuple shape gets zero-filled elements).
+  explicit Literal(Shape shape);
+
+  static Literal Tuple(std::vector<Literal> elements);
+  // Elements given as doubles, converted to the element type (ints truncate
+  // toward zero, floats round to nearest even). Size must match.
+  static Literal FromDoubles(const Shape& shape, const std::vector<double>& values);
+  // Same from int64 values (exact for every integer type).
+  static Literal FromInts(const Shape& shape, const std::vector<int64_t>& values);
+  static Literal ScalarDouble(DType t, double v) { return FromDoubles(Shape(t, {}), {v}); }
+  static Literal ScalarInt(DType t, int64_t v) { return FromInts(Shape(t, {}), {v}); }
+
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return shape_.dtype(); }
+  int64_t num_elements() const { return shape_.num_elements(); }
+  int64_t size_bytes() const { return static_cast<int64_t>(bytes_.size()); }
+  void* data() { return bytes_.data(); }
+  const void* data() const { return bytes_.data(); }
+  template <typename T> T* data_as() { return reinterpret_cast<T*>(bytes_.data()); }
+  template <typename T> const T* data_as() const { return reinterpret_cast<const T*>(bytes_.data()); }
+
+  std::vector<Literal>& tuple_elements() { return tuple_; }
+  const std::vector<Literal>& tuple_elements() const { return tuple_; }
+
+  // Element i (row-major) as a double / int64 (complex: the real part;
+  // bf16/f16 decoded; u64 above 2^63 wraps in GetInt).
+  double GetDouble(int64_t i) const;
+  int64_t GetInt(int64_t i) const;
+  std::complex<double> GetComplex(int64_t i) const;
+  void SetDouble(int64_t i, double v);
+  void SetInt(int64_t i, int64_t v);
+
+  // Same shape and identical bytes (NaNs with equal bits compare equal).
+  bool BitwiseEquals(const Literal& o) const;
+  // `f32[3] {1, 2.5, nan}`: values print so that parsing them back is exact.
+  std::string ToString() const;
+  // Just the values, as in the text IR: `{1, 2.5, nan}` (nested by rank is
+  // not used: values are flat, row-major).
+  std::string ValuesToString() const;
+
+ private:
+  Shape shape_;
+  std::vector<uint8_t> bytes_;
+  std::vector<Literal> tuple_;
+};
+
+// One element formatted for the text form: shortest decimal that round-trips
+// for floats (`nan`, `inf`, `-inf`), `true`/`false` for pred, `(re,im)` for complex.
+std::string FormatElement(const Literal& lit, int64_t i);
+
+}  // namespace ember

@@ -1,0 +1,295 @@
+#include "ember/ir/builder.h"
+
+namespace ember {
+
+GraphBuilder::GraphBuilder(std::string name) { g_.name_ = std::move(name); }
+
+NodeId GraphBuilder::Fail(Status s) {
+  if (status_.ok()) status_ = std::move(s);
+  return kInvalidNode;
+}
+
+NodeId GraphBuilder::AddNode(OpKind op, std::vector<NodeId> operands, Attrs attrs,
+                             std::optional<Shape> declared,
+                             std::shared_ptr<const Literal> literal, std::string metadata) {
+  if (!status_.ok()) return kInvalidNode;
+  std::vector<Shape> shapes;
+  shapes.reserve(operands.size());
+  for (NodeId id : operands) {
+    if (id < 0 || id >= g_.num_nodes())
+      return Fail(InvalidArgument(OpName(op), ": operand %", id, " is not a node of this graph"));
+    shapes.push_back(g_.nodes_[id].shape);
+  }
+  auto shape = InferShape(op, shapes, attrs, declared, literal.get());
+  if (!shape.ok()) return Fail(shape.status());
+  if (op == OpKind::kParameter) {
+    int64_t index = attrs.GetInt("index", -1);
+    if (index >= static_cast<int64_t>(g_.parameters_.size()))
+      g_.parameters_.resize(index + 1, kInvalidNode);
+    if (g_.parameters_[index] != kInvalidNode)
+      return Fail(InvalidArgument("parameter(", index, ") is defined twice"));
+    g_.parameters_[index] = g_.num_nodes();
+  }
+  Node n;
+  n.id = g_.num_nodes();
+  n.op = op;
+  n.shape = std::move(shape).value();
+  n.operands = std::move(operands);
+  n.attrs = std::move(attrs);
+  n.literal = std::move(literal);
+  n.metadata = std::move(metadata);
+  g_.nodes_.push_back(std::move(n));
+  return g_.nodes_.back().id;
+}
+
+NodeId GraphBuilder::AddNodeLike(const Node& n, std::vector<NodeId> operands) {
+  return AddNode(n.op, std::move(operands), n.attrs, n.shape, n.literal, n.metadata);
+}
+
+NodeId GraphBuilder::Parameter(int64_t index, Shape shape) {
+  return AddNode(OpKind::kParameter, {}, {{"index", index}}, std::move(shape));
+}
+
+NodeId GraphBuilder::Constant(Literal value) {
+  return AddNode(OpKind::kConstant, {}, {}, std::nullopt,
+                 std::make_shared<const Literal>(std::move(value)));
+}
+
+NodeId GraphBuilder::ConstantScalar(DType t, double v) {
+  return Constant(Literal::ScalarDouble(t, v));
+}
+
+NodeId GraphBuilder::Iota(Shape shape, int64_t iota_dimension) {
+  return AddNode(OpKind::kIota, {}, {{"iota_dimension", iota_dimension}}, std::move(shape));
+}
+
+NodeId GraphBuilder::RngUniform(NodeId seed, NodeId offset, Shape shape, int64_t stream) {
+  return AddNode(OpKind::kRngUniform, {seed, offset}, {{"stream", stream}}, std::move(shape));
+}
+
+NodeId GraphBuilder::RngNormal(NodeId seed, NodeId offset, Shape shape, int64_t stream) {
+  return AddNode(OpKind::kRngNormal, {seed, offset}, {{"stream", stream}}, std::move(shape));
+}
+
+NodeId GraphBuilder::Unary(OpKind op, NodeId x) {
+  if (!IsUnary(op) || op == OpKind::kConvert)
+    return Fail(InvalidArgument(OpName(op), " is not a unary elementwise op (use Convert for convert)"));
+  return AddNode(op, {x});
+}
+
+NodeId GraphBuilder::Binary(OpKind op, NodeId a, NodeId b) {
+  if (!IsBinary(op) || op == OpKind::kCompare)
+    return Fail(InvalidArgument(OpName(op), " is not a binary elementwise op (use Compare for compare)"));
+  return AddNode(op, {a, b});
+}
+
+NodeId GraphBuilder::Compare(NodeId a, NodeId b, ComparisonKind direction) {
+  return AddNode(OpKind::kCompare, {a, b},
+                 {{"direction", std::string(ComparisonKindName(direction))}});
+}
+
+NodeId GraphBuilder::Convert(NodeId x, DType to) {
+  if (!status_.ok()) return kInvalidNode;
+  if (x < 0 || x >= g_.num_nodes()) return Fail(InvalidArgument("convert: bad operand %", x));
+  const Shape& s = g_.nodes_[x].shape;
+  if (s.is_tuple()) return Fail(InvalidArgument("convert: operand must be an array"));
+  return AddNode(OpKind::kConvert, {x}, {}, s.with_dtype(to));
+}
+
+NodeId GraphBuilder::Select(NodeId pred, NodeId on_true, NodeId on_false) {
+  return AddNode(OpKind::kSelect, {pred, on_true, on_false});
+}
+
+NodeId GraphBuilder::Clamp(NodeId min, NodeId x, NodeId max) {
+  return AddNode(OpKind::kClamp, {min, x, max});
+}
+
+NodeId GraphBuilder::BroadcastInDim(NodeId x, std::vector<int64_t> result_dims,
+                                    std::vector<int64_t> broadcast_dimensions) {
+  if (!status_.ok()) return kInvalidNode;
+  if (x < 0 || x >= g_.num_nodes()) return Fail(InvalidArgument("broadcast-in-dim: bad operand %", x));
+  DType t = g_.nodes_[x].shape.dtype();
+  return AddNode(OpKind::kBroadcastInDim, {x}, {{"dimensions", std::move(broadcast_dimensions)}},
+                 Shape(t, std::move(result_dims)));
+}
+
+NodeId GraphBuilder::Reshape(NodeId x, std::vector<int64_t> dims) {
+  if (!status_.ok()) return kInvalidNode;
+  if (x < 0 || x >= g_.num_nodes()) return Fail(InvalidArgument("reshape: bad operand %", x));
+  DType t = g_.nodes_[x].shape.dtype();
+  return AddNode(OpKind::kReshape, {x}, {}, Shape(t, std::move(dims)));
+}
+
+NodeId GraphBuilder::Transpose(NodeId x, std::vector<int64_t> permutation) {
+  return AddNode(OpKind::kTranspose, {x}, {{"dimensions", std::move(permutation)}});
+}
+
+NodeId GraphBuilder::Slice(NodeId x, std::vector<int64_t> start, std::vector<int64_t> limit,
+                           std::vector<int64_t> stride) {
+  return AddNode(OpKind::kSlice, {x},
+                 {{"start", std::move(start)}, {"limit", std::move(limit)}, {"stride", std::move(stride)}});
+}
+
+NodeId GraphBuilder::DynamicSlice(NodeId x, std::vector<NodeId> start_indices,
+                                  std::vector<int64_t> slice_sizes) {
+  std::vector<NodeId> operands = {x};
+  operands.insert(operands.end(), start_indices.begin(), start_indices.end());
+  return AddNode(OpKind::kDynamicSlice, std::move(operands), {{"slice_sizes", std::move(slice_sizes)}});
+}
+
+NodeId GraphBuilder::DynamicUpdateSlice(NodeId x, NodeId update, std::vector<NodeId> start_indices) {
+  std::vector<NodeId> operands = {x, update};
+  operands.insert(operands.end(), start_indices.begin(), start_indices.end());
+  return AddNode(OpKind::kDynamicUpdateSlice, std::move(operands));
+}
+
+NodeId GraphBuilder::Concatenate(std::vector<NodeId> xs, int64_t dimension) {
+  return AddNode(OpKind::kConcatenate, std::move(xs), {{"dimension", dimension}});
+}
+
+NodeId GraphBuilder::Pad(NodeId x, NodeId padding_value, std::vector<int64_t> low,
+                         std::vector<int64_t> high, std::vector<int64_t> interior) {
+  return AddNode(OpKind::kPad, {x, padding_value},
+                 {{"low", std::move(low)}, {"high", std::move(high)}, {"interior", std::move(interior)}});
+}
+
+NodeId GraphBuilder::Reverse(NodeId x, std::vector<int64_t> dimensions) {
+  return AddNode(OpKind::kReverse, {x}, {{"dimensions", std::move(dimensions)}});
+}
+
+NodeId GraphBuilder::Gather(NodeId operand, NodeId indices, const GatherDims& dims,
+                            std::vector<int64_t> slice_sizes) {
+  return AddNode(OpKind::kGather, {operand, indices},
+                 {{"offset_dims", dims.offset_dims},
+                  {"collapsed_slice_dims", dims.collapsed_slice_dims},
+                  {"start_index_map", dims.start_index_map},
+                  {"index_vector_dim", dims.index_vector_dim},
+                  {"slice_sizes", std::move(slice_sizes)}});
+}
+
+NodeId GraphBuilder::Scatter(NodeId operand, NodeId indices, NodeId updates, const ScatterDims& dims,
+                             ReduceKind to_apply) {
+  return AddNode(OpKind::kScatter, {operand, indices, updates},
+                 {{"update_window_dims", dims.update_window_dims},
+                  {"inserted_window_dims", dims.inserted_window_dims},
+                  {"scatter_dims_to_operand_dims", dims.scatter_dims_to_operand_dims},
+                  {"index_vector_dim", dims.index_vector_dim},
+                  {"to_apply", std::string(ReduceKindName(to_apply))}});
+}
+
+NodeId GraphBuilder::Reduce(NodeId x, std::vector<int64_t> dimensions, ReduceKind to_apply) {
+  return AddNode(OpKind::kReduce, {x},
+                 {{"dimensions", std::move(dimensions)},
+                  {"to_apply", std::string(ReduceKindName(to_apply))}});
+}
+
+
+NodeId GraphBuilder::ArgMax(NodeId x, int64_t dimension, DType index_type) {
+  if (!status_.ok()) return kInvalidNode;
+  if (x < 0 || x >= g_.num_nodes()) return Fail(InvalidArgument("argmax: bad operand %", x));
+  std::vector<int64_t> dims = g_.nodes_[x].shape.dims();
+  if (dimension >= 0 && dimension < static_cast<int64_t>(dims.size())) dims.erase(dims.begin() + dimension);
+  return AddNode(OpKind::kArgMax, {x}, {{"dimension", dimension}}, Shape(index_type, dims));
+}
+
+NodeId GraphBuilder::ArgMin(NodeId x, int64_t dimension, DType index_type) {
+  if (!status_.ok()) return kInvalidNode;
+  if (x < 0 || x >= g_.num_nodes()) return Fail(InvalidArgument("argmin: bad operand %", x));
+  std::vector<int64_t> dims = g_.nodes_[x].shape.dims();
+  if (dimension >= 0 && dimension < static_cast<int64_t>(dims.size())) dims.erase(dims.begin() + dimension);
+  return AddNode(OpKind::kArgMin, {x}, {{"dimension", dimension}}, Shape(index_type, dims));
+}
+
+NodeId GraphBuilder::ReduceWindow(NodeId x, ReduceKind to_apply, std::vector<int64_t> window_dimensions,
+                                  std::vector<int64_t> window_strides,
+                                  std::vector<int64_t> padding_low,
+                                  std::vector<int64_t> padding_high,
+                                  std::vector<int64_t> window_dilations) {
+  Attrs attrs{{"to_apply", std::string(ReduceKindName(to_apply))},
+              {"window_dimensions", std::move(window_dimensions)},
+              {"window_strides", std::move(window_strides)},
+              {"padding_low", std::move(padding_low)},
+              {"padding_high", std::move(padding_high)}};
+  if (!window_dilations.empty()) attrs.Set("window_dilations", std::move(window_dilations));
+  return AddNode(OpKind::kReduceWindow, {x}, std::move(attrs));
+}
+
+NodeId GraphBuilder::DotGeneral(NodeId lhs, NodeId rhs, const DotDims& dims,
+                                std::optional<DType> result_type) {
+  Attrs attrs{{"lhs_batch_dims", dims.lhs_batch},
+              {"rhs_batch_dims", dims.rhs_batch},
+              {"lhs_contracting_dims", dims.lhs_contracting},
+              {"rhs_contracting_dims", dims.rhs_contracting}};
+  if (!result_type) return AddNode(OpKind::kDotGeneral, {lhs, rhs}, std::move(attrs));
+  if (!status_.ok()) return kInvalidNode;
+  // Infer the dims with the operand dtype, then declare the requested dtype.
+  std::vector<Shape> shapes;
+  for (NodeId id : {lhs, rhs}) {
+    if (id < 0 || id >= g_.num_nodes()) return Fail(InvalidArgument("dot-general: bad operand %", id));
+    shapes.push_back(g_.nodes_[id].shape);
+  }
+  auto s = InferShape(OpKind::kDotGeneral, shapes, attrs, std::nullopt, nullptr);
+  if (!s.ok()) return Fail(s.status());
+  return AddNode(OpKind::kDotGeneral, {lhs, rhs}, std::move(attrs), s->with_dtype(*result_type));
+}
+
+NodeId GraphBuilder::Convolution(NodeId lhs, NodeId rhs, const ConvConfig& config) {
+  Attrs attrs;
+  if (!config.window_strides.empty()) attrs.Set("window_strides", config.window_strides);
+  if (!config.padding_low.empty()) attrs.Set("padding_low", config.padding_low);
+  if (!config.padding_high.empty()) attrs.Set("padding_high", config.padding_high);
+  if (!config.lhs_dilation.empty()) attrs.Set("lhs_dilation", config.lhs_dilation);
+  if (!config.rhs_dilation.empty()) attrs.Set("rhs_dilation", config.rhs_dilation);
+  if (config.feature_group_count != 1) attrs.Set("feature_group_count", config.feature_group_count);
+  return AddNode(OpKind::kConvolution, {lhs, rhs}, std::move(attrs));
+}
+
+NodeId GraphBuilder::CustomCall(std::string target, std::vector<NodeId> operands, Shape result,
+                                std::string backend_config) {
+  Attrs attrs{{"call_target_name", std::move(target)}};
+  if (!backend_config.empty()) attrs.Set("backend_config", std::move(backend_config));
+  return AddNode(OpKind::kCustomCall, std::move(operands), std::move(attrs), std::move(result));
+}
+
+NodeId GraphBuilder::OptimizationBarrier(std::vector<NodeId> xs) {
+  return AddNode(OpKind::kOptimizationBarrier, std::move(xs));
+}
+
+NodeId GraphBuilder::Tuple(std::vector<NodeId> xs) { return AddNode(OpKind::kTuple, std::move(xs)); }
+
+NodeId GraphBuilder::GetTupleElement(NodeId t, int64_t index) {
+  return AddNode(OpKind::kGetTupleElement, {t}, {{"index", index}});
+}
+
+void GraphBuilder::SetOutputs(std::vector<NodeId> outputs) {
+  if (!status_.ok()) return;
+  for (NodeId id : outputs)
+    if (id < 0 || id >= g_.num_nodes()) {
+      Fail(InvalidArgument("output %", id, " is not a node of this graph"));
+      return;
+    }
+  g_.outputs_ = std::move(outputs);
+}
+
+void GraphBuilder::SetAlias(int output_index, int parameter_index) {
+  g_.aliases_[output_index] = parameter_index;
+}
+
+const Shape& GraphBuilder::shape(NodeId id) const { return g_.nodes_.at(id).shape; }
+const Node& GraphBuilder::node(NodeId id) const { return g_.nodes_.at(id); }
+int GraphBuilder::num_nodes() const { return g_.num_nodes(); }
+
+StatusOr<Graph> GraphBuilder::Build() {
+  if (!status_.ok()) return status_;
+  Graph g = std::move(g_);
+  g_ = Graph();
+  g_.name_ = g.name_;
+  for (size_t i = 0; i < g.parameters_.size(); ++i)
+    if (g.parameters_[i] == kInvalidNode)
+      return InvalidArgument("parameter(", i, ") is missing: parameters must be numbered 0..",
+                             g.parameters_.size() - 1, " without gaps");
+  EMBER_RETURN_IF_ERROR(Verify(g));
+  return g;
+}
+
+}  // namespace ember
