@@ -1,0 +1,73 @@
+// Buffer: a reference-counted handle to device data (DESIGN §6).
+//
+// In the compiler core the "device" is host memory: a Buffer owns one
+// Literal (dense row-major bytes of its Shape, or a tuple of Literals) and
+// lives as long as any BufferRef to it. A runtime step writes its result
+// straight into a buffer's bytes (literal().data()), so a later native
+// backend can fill preplanned buffers without copying. The bytes come from
+// operator new (16-byte aligned on x86-64).
+//
+// A buffer's shape never changes after creation; steps may overwrite its
+// bytes (a donated input, DESIGN §6) but never resize it.
+//
+// Every Buffer is counted in process-wide atomic counters (bytes in use,
+// peak bytes, live buffers), which later back `ember.memory_allocated()`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "ember/ir/literal.h"
+
+namespace ember {
+
+class Buffer;
+using BufferRef = std::shared_ptr<Buffer>;
+
+class Buffer {
+ public:
+  // Takes ownership of `value`'s bytes (no copy).
+  static BufferRef FromLiteral(Literal value);
+  // A zero-filled buffer of `shape` (array or tuple).
+  static BufferRef Zeros(const Shape& shape);
+  // A new buffer holding a copy of `other`'s value.
+  static BufferRef CopyOf(const Buffer& other);
+
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  const Shape& shape() const { return value_.shape(); }
+  // The value. Writers may change the bytes, never the shape.
+  Literal& literal() { return value_; }
+  const Literal& literal() const { return value_; }
+  void* data() { return value_.data(); }
+  const void* data() const { return value_.data(); }
+  // Bytes this buffer accounts for (all tuple elements included).
+  int64_t size_bytes() const { return accounted_bytes_; }
+
+  // Overwrites this buffer's bytes with `src`'s (same shape required:
+  // InvalidArgument otherwise). Tuple elements are copied element by element.
+  Status CopyFrom(const Literal& src);
+
+ private:
+  explicit Buffer(Literal value);
+  Literal value_;
+  int64_t accounted_bytes_ = 0;
+};
+
+// Process-wide buffer accounting (all threads; atomics).
+struct BufferStats {
+  int64_t bytes_in_use = 0;      // bytes of live buffers
+  int64_t peak_bytes_in_use = 0; // max of bytes_in_use since start or last ResetPeak
+  int64_t live_buffers = 0;      // number of live Buffer objects
+  int64_t total_allocations = 0; // Buffers ever created
+};
+BufferStats GetBufferStats();
+// Sets peak_bytes_in_use to the current bytes_in_use.
+void ResetPeakBufferBytes();
+
+// Bytes held by a Literal: its own bytes plus those of its tuple elements.
+int64_t LiteralBytes(const Literal& lit);
+
+}  // namespace ember

@@ -1,0 +1,119 @@
+#include "ember/runtime/buffer.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+namespace ember {
+namespace {
+
+TEST(BufferTest, FromLiteralKeepsValueAndCountsBytes) {
+  const BufferStats before = GetBufferStats();
+  {
+    BufferRef b = Buffer::FromLiteral(Literal::FromDoubles(Shape(DType::kF32, {4}), {1, 2, 3, 4}));
+    EXPECT_EQ(b->shape(), Shape(DType::kF32, {4}));
+    EXPECT_EQ(b->size_bytes(), 16);
+    EXPECT_EQ(b->literal().GetDouble(2), 3.0);
+    const BufferStats during = GetBufferStats();
+    EXPECT_EQ(during.bytes_in_use - before.bytes_in_use, 16);
+    EXPECT_EQ(during.live_buffers - before.live_buffers, 1);
+    EXPECT_EQ(during.total_allocations - before.total_allocations, 1);
+    EXPECT_GE(during.peak_bytes_in_use, during.bytes_in_use);
+  }
+  const BufferStats after = GetBufferStats();
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.live_buffers, before.live_buffers);
+}
+
+TEST(BufferTest, LivesAsLongAsAnyReference) {
+  const BufferStats before = GetBufferStats();
+  BufferRef a = Buffer::Zeros(Shape(DType::kS64, {3}));
+  BufferRef b = a;  // second owner
+  EXPECT_EQ(a.use_count(), 2);
+  a.reset();
+  EXPECT_EQ(GetBufferStats().bytes_in_use - before.bytes_in_use, 24);
+  EXPECT_EQ(b->literal().GetInt(1), 0);
+  b.reset();
+  EXPECT_EQ(GetBufferStats().bytes_in_use, before.bytes_in_use);
+}
+
+TEST(BufferTest, TupleBytesCountEveryElement) {
+  const BufferStats before = GetBufferStats();
+  Shape t = Shape::Tuple({Shape(DType::kF64, {2}), Shape(DType::kU8, {5})});
+  BufferRef b = Buffer::Zeros(t);
+  EXPECT_EQ(b->size_bytes(), 16 + 5);
+  EXPECT_EQ(GetBufferStats().bytes_in_use - before.bytes_in_use, 21);
+  EXPECT_EQ(LiteralBytes(b->literal()), 21);
+}
+
+TEST(BufferTest, PeakTracksMaximumAndResets) {
+  ResetPeakBufferBytes();
+  const int64_t base = GetBufferStats().bytes_in_use;
+  {
+    BufferRef big = Buffer::Zeros(Shape(DType::kF32, {1000}));
+    EXPECT_GE(GetBufferStats().peak_bytes_in_use, base + 4000);
+  }
+  EXPECT_GE(GetBufferStats().peak_bytes_in_use, base + 4000);
+  ResetPeakBufferBytes();
+  EXPECT_EQ(GetBufferStats().peak_bytes_in_use, base);
+}
+
+TEST(BufferTest, CopyOfIsIndependent) {
+  BufferRef a = Buffer::FromLiteral(Literal::FromInts(Shape(DType::kS32, {2}), {7, -3}));
+  BufferRef c = Buffer::CopyOf(*a);
+  EXPECT_NE(a->data(), c->data());
+  c->literal().SetInt(0, 100);
+  EXPECT_EQ(a->literal().GetInt(0), 7);
+  EXPECT_EQ(c->literal().GetInt(0), 100);
+  EXPECT_EQ(c->literal().GetInt(1), -3);
+}
+
+TEST(BufferTest, CopyFromWritesInPlace) {
+  BufferRef a = Buffer::Zeros(Shape(DType::kF32, {3}));
+  const void* data = a->data();
+  ASSERT_TRUE(a->CopyFrom(Literal::FromDoubles(Shape(DType::kF32, {3}), {1.5, -2, 4})).ok());
+  EXPECT_EQ(a->data(), data);
+  EXPECT_EQ(a->literal().GetDouble(0), 1.5);
+  EXPECT_EQ(a->literal().GetDouble(1), -2.0);
+  EXPECT_EQ(a->literal().GetDouble(2), 4.0);
+}
+
+TEST(BufferTest, CopyFromRejectsOtherShape) {
+  BufferRef a = Buffer::Zeros(Shape(DType::kF32, {3}));
+  Status st = a->CopyFrom(Literal(Shape(DType::kF32, {4})));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("f32[4]"), std::string::npos) << st.message();
+  Status st2 = a->CopyFrom(Literal(Shape(DType::kS32, {3})));
+  EXPECT_EQ(st2.code(), StatusCode::kInvalidArgument);
+}
+
+TEST(BufferTest, CopyFromTuple) {
+  Shape t = Shape::Tuple({Shape(DType::kS32, {2}), Shape(DType::kF32, {})});
+  BufferRef a = Buffer::Zeros(t);
+  Literal src = Literal::Tuple({Literal::FromInts(Shape(DType::kS32, {2}), {5, 6}),
+                                Literal::ScalarDouble(DType::kF32, 0.25)});
+  ASSERT_TRUE(a->CopyFrom(src).ok());
+  EXPECT_TRUE(a->literal().BitwiseEquals(src));
+}
+
+TEST(BufferTest, CountersAreThreadSafe) {
+  const BufferStats before = GetBufferStats();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < 2000; ++i) {
+        BufferRef b = Buffer::Zeros(Shape(DType::kU8, {i % 64 + 1}));
+        BufferRef c = b;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const BufferStats after = GetBufferStats();
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.live_buffers, before.live_buffers);
+  EXPECT_EQ(after.total_allocations - before.total_allocations, 8000);
+}
+
+}  // namespace
+}  // namespace ember
