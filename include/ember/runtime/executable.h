@@ -1,0 +1,137 @@
+// Executable: a compiled graph as an ordered list of Steps over numbered
+// buffer slots (DESIGN §6). Before native code generation exists, a step is
+// one of
+//   kExtern    - a kernel looked up by name in the ExternRegistry: every
+//                dot-general (`ember.dot-general`), convolution
+//                (`ember.convolution`) and custom-call (its
+//                call_target_name) node;
+//   kInterpret - a run of consecutive other nodes, extracted into its own
+//                Graph whose parameters are the values it reads from other
+//                steps, run by the reference interpreter (ember::Evaluate);
+//   kCopy      - copies one buffer into another: writes an output into a
+//                donated input's buffer, or snapshots a donated input that is
+//                also returned as an output before it is overwritten.
+// Each step declares the slots it reads and writes. Slots 0..P-1 hold the
+// parameters; each value that crosses a step boundary has one slot.
+//
+// Donation: the graph's alias map (output o may overwrite parameter p) is
+// honoured only when ExecuteOptions::donated[p] is true. The result is then
+// written into the caller's buffer for p in place (right after the last read
+// of p), and output o is that same BufferRef. An argument passed twice is
+// never donated. If a later step fails, the error names the parameters whose
+// buffers were already overwritten; every other argument is untouched.
+//
+// Run() keeps all per-run state on its own stack: one Executable may be run
+// from several threads at once.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/eval/extern_registry.h"
+#include "ember/ir/graph.h"
+#include "ember/runtime/buffer.h"
+
+namespace ember {
+
+enum class StepKind : uint8_t { kExtern, kInterpret, kCopy };
+std::string_view StepKindName(StepKind k);  // "extern", "interpret", "copy"
+
+// A value a step reads: the buffer in `slot`, or (tuple_index >= 0) element
+// `tuple_index` of the tuple held there.
+struct SlotRead {
+  int slot = -1;
+  int tuple_index = -1;
+};
+
+struct Step {
+  StepKind kind = StepKind::kInterpret;
+  std::vector<SlotRead> reads;
+  std::vector<int> writes;
+  // Original graph nodes this step computes (kCopy: the node whose value is copied).
+  std::vector<NodeId> nodes;
+
+  // kExtern: kernel name and the resolved kernel; nodes[0] is the node.
+  std::string kernel_name;
+  ExternKernel kernel;
+  Node extern_node;  // copy of the graph node handed to the kernel
+
+  // kInterpret: the extracted subgraph; parameter(i) is reads[i], output j
+  // goes to writes[j].
+  std::shared_ptr<const Graph> subgraph;
+  // For error reports: the original nodes of the subgraph, in order, so a
+  // failing node can be named by its id in the compiled graph.
+  std::vector<Node> original_nodes;
+  std::vector<NodeId> read_nodes;  // read_nodes[i]: original node whose value reads[i] is
+
+  // Slots whose last reader this step is: dropped after it, so dead
+  // intermediate buffers are freed early.
+  std::vector<int> release_after;
+
+  // kCopy: `donation_param` >= 0 makes the copy depend on whether that
+  // parameter is donated. into_param: if donated, copy reads[0] into the
+  // parameter's buffer and write that buffer to writes[0]; otherwise
+  // writes[0] shares reads[0]. !into_param (a snapshot): if donated,
+  // writes[0] gets a fresh copy of reads[0], otherwise shares it.
+  // donation_param < 0: always a fresh copy.
+  int donation_param = -1;
+  bool into_param = false;
+};
+
+struct CompileOptions {
+  // Verify the graph first (Compile needs a valid graph; turn off only for
+  // graphs just produced by a verifying pipeline).
+  bool verify = true;
+  // Run dot-general and convolution as extern steps (the reference kernels);
+  // false runs them in interpreter steps.
+  bool extern_contractions = true;
+};
+
+struct ExecuteOptions {
+  // donated[p]: the caller gives up parameter p's buffer; the executable may
+  // overwrite it in place when the alias map pairs an output with p. Shorter
+  // than the parameter list (or empty) means "not donated" for the rest.
+  std::vector<bool> donated;
+};
+
+class Executable {
+ public:
+  // args[i] is parameter i; shapes must match exactly (InvalidArgument).
+  // Returns one buffer per graph output. Errors from a step carry the step
+  // index and kind and the node that failed, keeping the step's status code.
+  StatusOr<std::vector<BufferRef>> Run(const std::vector<BufferRef>& args,
+                                       const ExecuteOptions& options = {}) const;
+
+  // Convenience for tools and tests: wraps/unwraps Literals (copies them).
+  StatusOr<std::vector<Literal>> RunLiterals(const std::vector<Literal>& args) const;
+
+  const std::vector<Step>& steps() const { return steps_; }
+  int num_slots() const { return num_slots_; }
+  const std::vector<Shape>& parameter_shapes() const { return parameter_shapes_; }
+  const std::vector<int>& output_slots() const { return output_slots_; }
+  const Graph& graph() const { return *graph_; }
+
+  // One line per step: `step 2: extern ember.dot-general %5 reads [s1,s3] writes [s4]`.
+  std::string DebugString() const;
+
+ private:
+  friend StatusOr<Executable> Compile(const Graph& g, const CompileOptions& options);
+  std::shared_ptr<const Graph> graph_;
+  std::vector<Step> steps_;
+  int num_slots_ = 0;
+  std::vector<Shape> parameter_shapes_;
+  std::vector<int> output_slots_;
+  std::vector<std::string> slot_names_;  // for DebugString: "%5" / "%5.1" / "out0"
+};
+
+// Partitions a (verified) graph into steps. Nodes no output depends on are
+// dropped. NotFound if an extern kernel (custom-call target) is not
+// registered; InvalidArgument if the graph does not verify.
+StatusOr<Executable> Compile(const Graph& g, const CompileOptions& options = {});
+
+// Name of the extern kernel that runs `n` (dot-general, convolution,
+// custom-call), or "" if `n` is not run as an extern step.
+std::string ExternKernelName(const Node& n);
+
+}  // namespace ember

@@ -1,0 +1,261 @@
+// Executable::Run and DebugString. All per-run state (the slot table, the
+// list of overwritten donated parameters) lives on Run's stack, so one
+// Executable can run on several threads at once.
+#include "ember/runtime/executable.h"
+
+#include <cctype>
+#include <map>
+#include <sstream>
+
+#include "ember/eval/interpreter.h"
+
+namespace ember {
+namespace {
+
+std::string JoinNodes(const std::vector<NodeId>& ids) {
+  std::ostringstream os;
+  for (size_t i = 0; i < ids.size(); ++i) os << (i ? " " : "") << "%" << ids[i];
+  return os.str();
+}
+
+std::string StepLabel(const Step& step, size_t index) {
+  std::ostringstream os;
+  os << "step " << index << " (" << StepKindName(step.kind);
+  if (step.kind == StepKind::kExtern) os << " " << step.kernel_name;
+  os << ")";
+  return os.str();
+}
+
+// Prefixes `st`'s message with "<op> %<id>: " unless it already starts so
+// (the interpreter's and the reference kernels' messages do).
+Status NameNode(const Node& node, const Status& st) {
+  const std::string label = internal::StrCat(OpName(node.op), " %", node.id);
+  const std::string& m = st.message();
+  if (m.compare(0, label.size(), label) == 0 &&
+      (m.size() == label.size() || !isdigit(static_cast<unsigned char>(m[label.size()])))) {
+    return st;
+  }
+  return Status(st.code(), internal::StrCat(label, ": ", m));
+}
+
+// The value a read refers to, or an internal error if the slot is empty.
+StatusOr<const Literal*> Resolve(const std::vector<BufferRef>& slots, const SlotRead& r) {
+  if (r.slot < 0 || r.slot >= static_cast<int>(slots.size()) || !slots[r.slot]) {
+    return EMBER_INTERNAL_ERROR("runtime: slot s", r.slot, " read before it was written");
+  }
+  const Literal& lit = slots[r.slot]->literal();
+  if (r.tuple_index < 0) return &lit;
+  if (r.tuple_index >= static_cast<int>(lit.tuple_elements().size())) {
+    return EMBER_INTERNAL_ERROR("runtime: slot s", r.slot, " has no tuple element ",
+                                r.tuple_index);
+  }
+  return &lit.tuple_elements()[r.tuple_index];
+}
+
+StatusOr<std::vector<const Literal*>> ResolveAll(const std::vector<BufferRef>& slots,
+                                                 const std::vector<SlotRead>& reads) {
+  std::vector<const Literal*> out;
+  out.reserve(reads.size());
+  for (const SlotRead& r : reads) {
+    EMBER_ASSIGN_OR_RETURN(const Literal* lit, Resolve(slots, r));
+    out.push_back(lit);
+  }
+  return out;
+}
+
+// After a subgraph failed: re-runs its original nodes one by one to name the
+// node that fails (by its id in the compiled graph). Only on the error path.
+Status LocateInterpretFailure(const Step& step, const std::vector<const Literal*>& inputs,
+                              const Status& failure) {
+  std::map<NodeId, const Literal*> value;
+  for (size_t i = 0; i < step.read_nodes.size(); ++i) value[step.read_nodes[i]] = inputs[i];
+  std::map<NodeId, Literal> computed;
+  for (const Node& node : step.original_nodes) {
+    if (value.count(node.id)) continue;  // read directly from a slot
+    std::vector<const Literal*> ops;
+    for (NodeId op : node.operands) {
+      auto it = value.find(op);
+      if (it == value.end()) return failure;  // cannot reconstruct: keep the original error
+      ops.push_back(it->second);
+    }
+    StatusOr<Literal> r = EvaluateNode(node, ops);
+    if (!r.ok()) return NameNode(node, r.status());
+    auto [it, inserted] = computed.emplace(node.id, std::move(r).value());
+    value[node.id] = &it->second;
+  }
+  return failure;
+}
+
+Status RunExtern(const Step& step, std::vector<BufferRef>& slots) {
+  EMBER_ASSIGN_OR_RETURN(auto inputs, ResolveAll(slots, step.reads));
+  BufferRef out = Buffer::Zeros(step.extern_node.shape);
+  ExternCall call;
+  call.node = &step.extern_node;
+  call.inputs = std::move(inputs);
+  Literal& lit = out->literal();
+  if (lit.shape().is_tuple()) {
+    for (Literal& e : lit.tuple_elements()) call.outputs.push_back(&e);
+  } else {
+    call.outputs.push_back(&lit);
+  }
+  Status st = step.kernel(call);
+  if (!st.ok()) return NameNode(step.extern_node, st);
+  slots[step.writes[0]] = std::move(out);
+  return OkStatus();
+}
+
+Status RunInterpret(const Step& step, std::vector<BufferRef>& slots) {
+  EMBER_ASSIGN_OR_RETURN(auto inputs, ResolveAll(slots, step.reads));
+  StatusOr<std::vector<Literal>> results = Evaluate(*step.subgraph, inputs);
+  if (!results.ok()) return LocateInterpretFailure(step, inputs, results.status());
+  if (results->size() != step.writes.size()) {
+    return EMBER_INTERNAL_ERROR("runtime: subgraph returned ", results->size(),
+                                " values, expected ", step.writes.size());
+  }
+  for (size_t j = 0; j < step.writes.size(); ++j) {
+    slots[step.writes[j]] = Buffer::FromLiteral(std::move((*results)[j]));
+  }
+  return OkStatus();
+}
+
+Status RunCopy(const Step& step, std::vector<BufferRef>& slots,
+               const std::vector<BufferRef>& args, const std::vector<bool>& donated,
+               std::vector<int>& overwritten) {
+  EMBER_ASSIGN_OR_RETURN(const Literal* src, Resolve(slots, step.reads[0]));
+  const int p = step.donation_param;
+  const bool donate = p >= 0 && donated[p];
+  if (p >= 0 && !donate) {  // not donated: share the value, nothing is copied
+    slots[step.writes[0]] = slots[step.reads[0].slot];
+    return OkStatus();
+  }
+  if (step.into_param) {
+    EMBER_RETURN_IF_ERROR(args[p]->CopyFrom(*src));
+    overwritten.push_back(p);
+    slots[step.writes[0]] = args[p];
+    return OkStatus();
+  }
+  slots[step.writes[0]] = Buffer::FromLiteral(*src);
+  return OkStatus();
+}
+
+}  // namespace
+
+std::string_view StepKindName(StepKind k) {
+  switch (k) {
+    case StepKind::kExtern:
+      return "extern";
+    case StepKind::kInterpret:
+      return "interpret";
+    case StepKind::kCopy:
+      return "copy";
+  }
+  return "?";
+}
+
+StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& args,
+                                                 const ExecuteOptions& options) const {
+  const size_t num_params = parameter_shapes_.size();
+  if (args.size() != num_params) {
+    return InvalidArgument("run ", graph_->name(), ": expected ", num_params,
+                           " arguments, got ", args.size());
+  }
+  for (size_t i = 0; i < num_params; ++i) {
+    if (!args[i]) return InvalidArgument("run ", graph_->name(), ": argument ", i, " is null");
+    if (args[i]->shape() != parameter_shapes_[i]) {
+      return InvalidArgument("run ", graph_->name(), ": argument ", i, " has shape ",
+                             args[i]->shape().ToString(), ", parameter(", i, ") expects ",
+                             parameter_shapes_[i].ToString());
+    }
+  }
+  // A buffer passed in two places is never donated: overwriting it would
+  // change the other argument.
+  std::vector<bool> donated(num_params, false);
+  for (size_t p = 0; p < num_params && p < options.donated.size(); ++p) {
+    if (!options.donated[p]) continue;
+    bool shared = false;
+    for (size_t q = 0; q < num_params; ++q) shared |= (q != p && args[q] == args[p]);
+    donated[p] = !shared;
+  }
+
+  std::vector<BufferRef> slots(num_slots_);
+  for (size_t i = 0; i < num_params; ++i) slots[i] = args[i];
+  std::vector<int> overwritten;
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    const Step& step = steps_[si];
+    Status st;
+    switch (step.kind) {
+      case StepKind::kExtern:
+        st = RunExtern(step, slots);
+        break;
+      case StepKind::kInterpret:
+        st = RunInterpret(step, slots);
+        break;
+      case StepKind::kCopy:
+        st = RunCopy(step, slots, args, donated, overwritten);
+        break;
+    }
+    if (!st.ok()) {
+      std::string msg = internal::StrCat(StepLabel(step, si), ": ", st.message());
+      if (!overwritten.empty()) {
+        msg += "; donated parameters already overwritten (their buffers are now invalid):";
+        for (int p : overwritten) msg += internal::StrCat(" parameter(", p, ")");
+      }
+      return Status(st.code(), msg);
+    }
+    for (int s : step.release_after) slots[s].reset();
+  }
+  std::vector<BufferRef> outputs;
+  outputs.reserve(output_slots_.size());
+  for (int s : output_slots_) {
+    if (!slots[s]) return EMBER_INTERNAL_ERROR("runtime: output slot s", s, " never written");
+    outputs.push_back(slots[s]);
+  }
+  return outputs;
+}
+
+StatusOr<std::vector<Literal>> Executable::RunLiterals(const std::vector<Literal>& args) const {
+  std::vector<BufferRef> bufs;
+  bufs.reserve(args.size());
+  for (const Literal& a : args) bufs.push_back(Buffer::FromLiteral(a));
+  EMBER_ASSIGN_OR_RETURN(auto outs, Run(bufs));
+  std::vector<Literal> result;
+  result.reserve(outs.size());
+  for (const BufferRef& b : outs) result.push_back(b->literal());
+  return result;
+}
+
+std::string Executable::DebugString() const {
+  std::ostringstream os;
+  auto slot_str = [&](int s) { return internal::StrCat("s", s, "=", slot_names_[s]); };
+  os << "executable " << graph_->name() << ": " << parameter_shapes_.size() << " parameters, "
+     << num_slots_ << " slots, " << steps_.size() << " steps\n";
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    const Step& step = steps_[si];
+    os << "  step " << si << ": " << StepKindName(step.kind);
+    if (step.kind == StepKind::kExtern) os << " " << step.kernel_name;
+    os << " " << JoinNodes(step.nodes);
+    if (step.kind == StepKind::kCopy) {
+      if (step.donation_param < 0) {
+        os << " (fresh copy)";
+      } else if (step.into_param) {
+        os << " (into parameter(" << step.donation_param << ") if donated)";
+      } else {
+        os << " (snapshot of parameter(" << step.donation_param << ") if donated)";
+      }
+    }
+    os << " reads [";
+    for (size_t i = 0; i < step.reads.size(); ++i) {
+      os << (i ? ", " : "") << slot_str(step.reads[i].slot);
+      if (step.reads[i].tuple_index >= 0) os << "." << step.reads[i].tuple_index;
+    }
+    os << "] writes [";
+    for (size_t i = 0; i < step.writes.size(); ++i) os << (i ? ", " : "") << slot_str(step.writes[i]);
+    os << "]\n";
+  }
+  os << "  outputs [";
+  for (size_t i = 0; i < output_slots_.size(); ++i) os << (i ? ", " : "") << slot_str(output_slots_[i]);
+  os << "]\n";
+  return os.str();
+}
+
+}  // namespace ember

@@ -1,0 +1,122 @@
+// ember-opt: reads text IR, runs passes, prints text IR.
+//
+//   ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] FILE|-
+//
+// With neither --passes nor --pipeline the graph is parsed, verified and
+// printed back (a round trip). --passes runs the named passes once each, in
+// order, verifying after each (pass names: --list-passes). --pipeline=default
+// runs DefaultPipeline(). --print-hash prints `// hash: <32 hex digits>` (the
+// structural hash of the printed graph) before it. Every error goes to stderr
+// with exit code 1.
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ember/ir/graph.h"
+#include "ember/ir/hash.h"
+#include "ember/ir/text.h"
+#include "ember/passes/pass.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] FILE|-\n"
+    "       ember-opt --list-passes\n";
+
+int Fail(const std::string& msg) {
+  std::cerr << "ember-opt: " << msg << "\n";
+  return 1;
+}
+
+bool ReadInput(const std::string& path, std::string* text, std::string* error) {
+  if (path == "-") {
+    text->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return true;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = "cannot open '" + path + "'";
+    return false;
+  }
+  text->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+std::vector<std::string> SplitCommas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string file;
+  std::vector<std::string> passes;
+  bool have_passes = false, default_pipeline = false, print_hash = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (arg == "--list-passes") {
+      for (const std::string& name : ember::AllPassNames()) std::cout << name << "\n";
+      return 0;
+    } else if (StartsWith(arg, "--passes=")) {
+      passes = SplitCommas(arg.substr(9));
+      have_passes = true;
+    } else if (StartsWith(arg, "--pipeline=")) {
+      std::string name = arg.substr(11);
+      if (name != "default") return Fail("unknown pipeline '" + name + "' (known: default)");
+      default_pipeline = true;
+    } else if (arg == "--print-hash") {
+      print_hash = true;
+    } else if (arg != "-" && StartsWith(arg, "-")) {
+      return Fail("unknown option '" + arg + "'\n" + kUsage);
+    } else if (!file.empty()) {
+      return Fail("more than one input file\n" + std::string(kUsage));
+    } else {
+      file = arg;
+    }
+  }
+  if (file.empty()) return Fail(std::string("no input file\n") + kUsage);
+  if (have_passes && default_pipeline) return Fail("give either --passes or --pipeline, not both");
+
+  std::string text, error;
+  if (!ReadInput(file, &text, &error)) return Fail(error);
+  ember::StatusOr<ember::Graph> parsed = ember::ParseGraph(text);
+  if (!parsed.ok()) return Fail(file + ": " + parsed.status().ToString());
+  ember::Graph g = std::move(parsed).value();
+
+  if (default_pipeline || have_passes) {
+    std::vector<std::unique_ptr<ember::Pass>> list;
+    if (have_passes) {
+      for (const std::string& name : passes) {
+        auto pass = ember::CreatePass(name);
+        if (!pass.ok()) return Fail(pass.status().ToString());
+        list.push_back(std::move(pass).value());
+      }
+    }
+    ember::StatusOr<bool> changed =
+        default_pipeline ? ember::DefaultPipeline().Run(g) : ember::Pipeline(std::move(list)).Run(g);
+    if (!changed.ok()) return Fail(file + ": " + changed.status().ToString());
+  } else {
+    ember::Status st = ember::Verify(g);
+    if (!st.ok()) return Fail(file + ": " + st.ToString());
+  }
+
+  if (print_hash) std::cout << "// hash: " << ember::HashGraph(g).ToString() << "\n";
+  std::cout << ember::PrintGraph(g);
+  return 0;
+}
