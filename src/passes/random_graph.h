@@ -1,0 +1,57 @@
+// Random valid graphs and random inputs, for property tests: the pass fuzzer
+// (pass_fuzz_test.cc) and, later, the codegen differential fuzzer.
+//
+// GenerateRandomGraph builds, from a seeded engine, a small graph (every
+// array has at most `max_elements` elements) over f32/s32/pred parameters
+// with a random mix of: elementwise unary and binary ops, compare, select,
+// convert (also to f64/s64/bf16/u8), broadcast-in-dim, reshape, transpose,
+// slice, concatenate, pad, reverse, reduce, iota, dot-general (sometimes),
+// constants that make simplify's rules fire (0, -0, 1, -1, all-ones, true,
+// NaN, inf, often as a broadcast of a scalar), short patterns those rules
+// match (neg(neg(x)), transpose(transpose(x)), ...), exact duplicates of
+// earlier nodes (so cse fires), values no output uses (so dce fires), and
+// sometimes rng-uniform and optimization-barrier. Integer divide and
+// remainder divide by `x | 1`, which is never zero, so a graph has no
+// integer division by zero by construction.
+//
+// The same engine state gives the same graph. Errors are a generator bug
+// (an Internal status with the builder's message).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ember/ir/graph.h"
+
+namespace ember::fuzz {
+
+struct RandomGraphOptions {
+  int min_ops = 6;             // random operations (each adds one or more nodes)
+  int max_ops = 40;
+  int max_rank = 3;
+  int64_t max_dim = 4;
+  int64_t max_elements = 64;   // per array
+  int max_parameters = 3;
+  int max_outputs = 3;
+  bool allow_dot = true;
+  bool allow_rng = true;
+  bool allow_barrier = true;
+};
+
+StatusOr<Graph> GenerateRandomGraph(std::mt19937_64& rng, const RandomGraphOptions& options = {});
+
+// A random value of array shape `s`: floats mix special values (0, -0, 1,
+// -1, NaN, inf) with small numbers; integers mix small values with the
+// extremes; pred is random. Complex elements are zero.
+Literal RandomLiteral(const Shape& s, std::mt19937_64& rng);
+
+// One random argument per parameter of `g`, in parameter order.
+std::vector<Literal> RandomArguments(const Graph& g, std::mt19937_64& rng);
+
+// Same shape and the same elements bit for bit, except that any NaN equals
+// any NaN. On a mismatch `why` (if given) names the first differing element.
+bool BitIdentical(const Literal& a, const Literal& b, std::string* why = nullptr);
+
+}  // namespace ember::fuzz
