@@ -16,12 +16,12 @@ namespace {
 
 enum class AccKind { kFloat, kDouble, kInt };
 
+// f64 anywhere -> f64; other floats -> f32; integers -> wrapping 64-bit.
 AccKind ChooseAcc(DType result, DType a, DType b) {
-  if (result == DType::kF64 || (IsFloat(result) && (a == DType::kF64 || b == DType::kF64))) {
-    return AccKind::kDouble;
-  }
-  if (IsFloat(result)) return AccKind::kFloat;
-  return AccKind::kInt;
+  const bool any_float = IsFloat(result) || IsFloat(a) || IsFloat(b);
+  if (!any_float) return AccKind::kInt;
+  if (result == DType::kF64 || a == DType::kF64 || b == DType::kF64) return AccKind::kDouble;
+  return AccKind::kFloat;
 }
 
 template <typename T>

@@ -149,7 +149,11 @@ TEST(DotGeneralTest, Square256IsFastAndCorrect) {
   auto t0 = std::chrono::steady_clock::now();
   EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Dot(F32Lit({n, n}, av), F32Lit({n, n}, bv), MatMulDims()));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(secs, 1.0);
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(secs, 1.0);  // optimized builds only
+#else
+  (void)secs;
+#endif
   for (int i : {0, 17, 255}) {
     for (int j : {0, 100, 255}) {
       double s = 0;

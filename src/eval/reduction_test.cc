@@ -60,6 +60,24 @@ TEST(ReduceTest, PairwiseF32SumOf2To25OnesIsExact) {
   EXPECT_EQ(r.GetDouble(0), 33554432.0);
 }
 
+TEST(ReduceTest, F32SumErrorGrowsLikeLogN) {
+  // 2^20 values in [0, 1): the error against an f64 sum must stay within
+  // log2(n) * eps * sum|x| (a sequential f32 sum misses this by ~10x).
+  const int64_t n = int64_t{1} << 20;
+  uint32_t s = 12345;
+  double exact = 0;
+  Literal x(Shape(DType::kF32, {n}));
+  for (int64_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    float f = static_cast<float>(s >> 8) / 16777216.0f;
+    x.data_as<float>()[i] = f;
+    exact += f;
+  }
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, ReduceOf(x, {0}, ReduceKind::kAdd));
+  const double bound = 20 * std::ldexp(1.0, -24) * exact;
+  EXPECT_LE(std::fabs(r.GetDouble(0) - exact), bound) << "sum " << r.GetDouble(0) << " exact " << exact;
+}
+
 TEST(ReduceTest, BF16AccumulatesInF32) {
   // In bf16 a running sum of ones sticks at 256; accumulated in f32 it is 1000.
   Literal x = Lit(DType::kBF16, {1000}, std::vector<double>(1000, 1.0));
