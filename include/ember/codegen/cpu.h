@@ -1,0 +1,128 @@
+// Native CPU code generation, tier 1 (DESIGN §5): one fused subgraph -> one
+// C++ function `ember_fused_<ops>_<n>` -> a shared object built by the system
+// C++ compiler, kept in an on-disk cache and an in-memory cache.
+//
+// A kernel is a Graph (parameters -> outputs) made of elementwise ops (every
+// unary/binary op, compare, convert, shifts, select, clamp), constant, iota,
+// broadcast-in-dim, reshape, transpose, slice, reverse, concatenate, pad and
+// reduce (add/multiply/maximum/minimum/and/or over any dims). Elementwise and
+// data-movement chains are loop-fused (each output element recomputes its
+// inputs through index arithmetic; no intermediate buffers); a reduce is
+// fused with its elementwise producers and materialized into a buffer that
+// later consumers read. Anything else (complex dtypes, gather, dot, rng, ...)
+// makes CompileKernel return Unimplemented; the caller falls back to the
+// interpreter. Results equal the reference interpreter's (docs/ir.md) bit for
+// bit, except float add/multiply reductions, which use a different (blocked,
+// pairwise) summation order: see docs/codegen.md for the error bound.
+//
+// Buffers are dense row-major with the subgraph's parameter/output shapes
+// (bf16/f16 as 16-bit patterns, pred as one byte 0/1). Outputs must not
+// overlap inputs or each other.
+//
+// Environment: EMBER_CACHE_DIR (default $XDG_CACHE_HOME/ember or
+// ~/.cache/ember), EMBER_CXX (default `c++` on PATH), EMBER_CODEGEN_FAST=1
+// (compile with -O1, as CodegenOptions::fast).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/ir/graph.h"
+#include "ember/status.h"
+
+namespace ember::codegen {
+
+struct CodegenOptions {
+  // -O1 instead of -O3 (for tests that care about semantics, not speed).
+  // EMBER_CODEGEN_FAST=1 also turns it on.
+  bool fast = false;
+  // The <n> of `ember_fused_<ops>_<n>` (the kernel's index in its graph).
+  int kernel_index = 0;
+  // Overrides of the environment / detected values ("" = default).
+  std::string cache_dir;     // EMBER_CACHE_DIR, then $XDG_CACHE_HOME/ember, ~/.cache/ember
+  std::string cxx;           // EMBER_CXX, then `c++` on PATH
+  std::string cpu_features;  // detected from /proc/cpuinfo flags (part of the cache key)
+  // Look up / insert loaded kernels in the process-wide in-memory cache.
+  bool use_memory_cache = true;
+};
+
+// Runs body(begin', end') over disjoint chunks covering [begin, end), each
+// at least `grain` long (except possibly the last), possibly concurrently,
+// and returns when all are done. An empty ParallelFor runs serially.
+using ParallelFor = std::function<void(int64_t begin, int64_t end, int64_t grain,
+                                       const std::function<void(int64_t, int64_t)>& body)>;
+// A simple std::thread implementation (threads <= 0: hardware concurrency).
+// The runtime passes its own pool (at::parallel_for under torch).
+ParallelFor ThreadParallelFor(int threads = 0);
+
+// Generated source of one kernel.
+struct KernelSource {
+  std::string name;         // ember_fused_mul_add_exp_reduce_0
+  std::string code;         // complete C++ translation unit
+  // Messages of the data errors the kernel can report (status code k > 0
+  // from the generated function means error_messages[k - 1]).
+  std::vector<std::string> error_messages;
+};
+
+// Checks that every node of `g` is supported (Unimplemented naming the
+// first one that is not) and emits the kernel's source.
+StatusOr<KernelSource> EmitKernelSource(const Graph& g, int kernel_index = 0);
+
+class CompiledKernel {
+ public:
+  ~CompiledKernel();
+  CompiledKernel(const CompiledKernel&) = delete;
+  CompiledKernel& operator=(const CompiledKernel&) = delete;
+
+  const std::string& name() const { return source_.name; }
+  const std::string& source() const { return source_.code; }
+  const std::string& cache_key() const { return key_; }   // 64 hex digits
+  const std::string& so_path() const { return so_path_; }  // the cached shared object
+  const std::vector<Shape>& parameter_shapes() const { return parameter_shapes_; }
+  const std::vector<Shape>& output_shapes() const { return output_shapes_; }
+
+  // inputs[i] holds parameter i, outputs[j] receives output j (raw dense
+  // row-major buffers of the shapes above). InvalidArgument on a wrong
+  // count or a null buffer of nonzero size; OutOfRange for an integer
+  // division or remainder by zero (naming the node, as the interpreter);
+  // ResourceExhausted if a temporary buffer cannot be allocated. Safe to
+  // call from several threads at once.
+  Status Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+             const ParallelFor& parallel_for = {}) const;
+
+ private:
+  friend StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph&,
+                                                                 const CodegenOptions&);
+  CompiledKernel() = default;
+  KernelSource source_;
+  std::string key_;
+  std::string so_path_;
+  std::vector<Shape> parameter_shapes_;
+  std::vector<Shape> output_shapes_;
+  void* handle_ = nullptr;  // dlopen handle
+  void* entry_ = nullptr;   // the exported ember_fused_* function
+};
+
+// Emits, compiles (or finds in the caches) and loads the kernel for `g`.
+// Unimplemented for unsupported ops; Internal (with the compiler's message)
+// if the system compiler fails.
+StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
+                                                        const CodegenOptions& options = {});
+
+// Process-wide counters.
+struct CodegenStats {
+  int64_t compiles = 0;        // system compiler runs that built a kernel
+  int64_t disk_hits = 0;       // kernels loaded from a verified disk-cache entry
+  int64_t memory_hits = 0;     // kernels found already loaded in this process
+  int64_t corrupt_entries = 0; // disk entries that failed verification (deleted, rebuilt)
+  double compile_seconds = 0;  // wall time spent in the system compiler
+};
+CodegenStats GetCodegenStats();
+void ResetCodegenStats();
+// Drops the in-memory cache (loaded kernels stay alive while referenced).
+void ClearKernelMemoryCache();
+
+}  // namespace ember::codegen

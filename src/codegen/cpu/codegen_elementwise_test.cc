@@ -1,0 +1,246 @@
+// Generated CPU kernels vs the reference interpreter for every elementwise
+// op (unary, binary, compare, convert, select, clamp), on f32, s32, bf16 and
+// pred, including PyTorch's edge cases (NaN, +-inf, +-0, half-even ties,
+// INT_MIN, shifts out of range, float->int conversions out of range). Many
+// ops share one kernel (one output each) to keep the compile count low.
+#include <limits>
+
+#include "codegen/cpu/codegen_test_util.h"
+
+namespace ember::codegen {
+namespace {
+
+using testing::ExpectMatchesInterpreter;
+using testing::FastOptions;
+using testing::RandomLiteral;
+using testing::TempDir;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+const std::vector<double> kFloatSpecials = {
+    kNaN, -kNaN, kInf, -kInf, 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, 1e-40, -1e-40,
+    3e38, -3e38, 2147483647.0, 2147483648.0, -2147483649.0, 9.3e18, -9.3e18, 1.8e19, 255.5,
+    -1.0, 1.0, 0.1, 100.0, -100.0, 1e-3, 7.0, -7.0, 65504.0, 70000.0};
+
+const std::vector<double> kIntSpecials = {-2147483648.0, 2147483647.0, -1, 0, 1, 2, -2, 31, 32,
+                                          33, -31, 7, -7, 3, -3, 100, -100, 65536, 1 << 30};
+
+std::vector<OpKind> FloatUnaryOps() {
+  return {OpKind::kNegate, OpKind::kAbs,   OpKind::kExp,  OpKind::kLog,   OpKind::kLog1p,
+          OpKind::kExpm1,  OpKind::kSqrt,  OpKind::kRsqrt, OpKind::kTanh, OpKind::kLogistic,
+          OpKind::kSin,    OpKind::kCos,   OpKind::kErf,  OpKind::kFloor, OpKind::kCeil,
+          OpKind::kRoundNearestEven, OpKind::kSign};
+}
+
+std::vector<DType> ConvertTargets() {
+  return {DType::kPred, DType::kS8,  DType::kS16, DType::kS32, DType::kS64, DType::kU8,
+          DType::kU16,  DType::kU32, DType::kU64, DType::kF16, DType::kBF16, DType::kF32,
+          DType::kF64};
+}
+
+// Every float unary op and every convert on one operand of dtype t.
+void CheckFloatUnary(DType t) {
+  TempDir dir;
+  std::mt19937_64 rng(1);
+  Shape s(t, {96});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, s);
+  std::vector<NodeId> outs;
+  for (OpKind op : FloatUnaryOps()) outs.push_back(b.Unary(op, x));
+  for (DType to : ConvertTargets()) {
+    if (to != t) outs.push_back(b.Convert(x, to));
+  }
+  b.SetOutputs(outs);
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ExpectMatchesInterpreter(*g, {RandomLiteral(s, rng, kFloatSpecials)}, FastOptions(dir.path()));
+}
+
+TEST(CodegenElementwise, UnaryAndConvertF32) { CheckFloatUnary(DType::kF32); }
+TEST(CodegenElementwise, UnaryAndConvertBF16) { CheckFloatUnary(DType::kBF16); }
+
+TEST(CodegenElementwise, UnaryAndConvertS32) {
+  TempDir dir;
+  std::mt19937_64 rng(2);
+  Shape s(DType::kS32, {64});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, s);
+  std::vector<NodeId> outs = {b.Unary(OpKind::kNegate, x), b.Unary(OpKind::kAbs, x),
+                              b.Unary(OpKind::kSign, x), b.Unary(OpKind::kNot, x)};
+  for (DType to : ConvertTargets()) {
+    if (to != DType::kS32) outs.push_back(b.Convert(x, to));
+  }
+  b.SetOutputs(outs);
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ExpectMatchesInterpreter(*g, {RandomLiteral(s, rng, kIntSpecials)}, FastOptions(dir.path()));
+}
+
+// Every binary op (and the six compares) valid on dtype t.
+void CheckBinary(DType t, const std::vector<double>& specials_a,
+                 const std::vector<double>& specials_b, bool nonzero_divisor) {
+  TempDir dir;
+  std::mt19937_64 rng(3);
+  Shape s(t, {128});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, s);
+  NodeId y = b.Parameter(1, s);
+  std::vector<OpKind> ops = {OpKind::kAdd, OpKind::kSubtract, OpKind::kMultiply, OpKind::kDivide,
+                             OpKind::kRemainder, OpKind::kPower, OpKind::kMaximum,
+                             OpKind::kMinimum};
+  if (IsFloat(t)) {
+    ops.push_back(OpKind::kAtan2);
+  } else {
+    for (OpKind op : {OpKind::kAnd, OpKind::kOr, OpKind::kXor, OpKind::kShiftLeft,
+                      OpKind::kShiftRightArithmetic, OpKind::kShiftRightLogical}) {
+      ops.push_back(op);
+    }
+  }
+  std::vector<NodeId> outs;
+  for (OpKind op : ops) outs.push_back(b.Binary(op, x, y));
+  for (int d = 0; d < 6; ++d) outs.push_back(b.Compare(x, y, static_cast<ComparisonKind>(d)));
+  b.SetOutputs(outs);
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  // Pair every special with every other in the first specials^2 elements.
+  std::vector<double> a, c;
+  for (double u : specials_a) {
+    for (double v : specials_b) {
+      if (a.size() >= 128) break;
+      a.push_back(u);
+      c.push_back(v);
+    }
+  }
+  Literal la = RandomLiteral(s, rng, a), lb = RandomLiteral(s, rng, c);
+  if (nonzero_divisor) {
+    for (int64_t i = 0; i < lb.num_elements(); ++i) {
+      if (lb.GetInt(i) == 0) lb.SetInt(i, 3);
+    }
+  }
+  ExpectMatchesInterpreter(*g, {la, lb}, FastOptions(dir.path()));
+}
+
+TEST(CodegenElementwise, BinaryF32) {
+  CheckBinary(DType::kF32, {kNaN, kInf, -kInf, 0.0, -0.0, 5.5, -5.5, 2.0, -3.0, 1e-40, 0.5},
+              {kNaN, kInf, -kInf, 0.0, -0.0, 2.0, -2.0, 0.5, 3.0, -1e-40, 7.25}, false);
+}
+TEST(CodegenElementwise, BinaryBF16) {
+  CheckBinary(DType::kBF16, {kNaN, kInf, -kInf, 0.0, -0.0, 5.5, -5.5, 2.0, -3.0, 1.0 / 3, 0.5},
+              {kNaN, kInf, -kInf, 0.0, -0.0, 2.0, -2.0, 0.5, 3.0, 7.0, 1.0 / 7}, false);
+}
+TEST(CodegenElementwise, BinaryS32) {
+  CheckBinary(DType::kS32, {-2147483648.0, 2147483647.0, -7, 7, 1, -1, 0, 5, 100},
+              {-1, 1, 2, -2, 3, -3, 31, 32, 33, -5, 64, 2147483647.0}, true);
+}
+
+TEST(CodegenElementwise, IntegerDivisionByZeroIsOutOfRange) {
+  TempDir dir;
+  Shape s(DType::kS32, {40});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, s);
+  NodeId y = b.Parameter(1, s);
+  NodeId q = b.Divide(x, y);
+  NodeId r = b.Binary(OpKind::kRemainder, x, y);
+  b.SetOutputs({b.Add(q, r)});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok());
+  auto k = CompileKernel(*g, FastOptions(dir.path()));
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  std::vector<int64_t> xv(40, 9), yv(40, 2);
+  yv[37] = 0;
+  Literal lx = Literal::FromInts(s, xv), ly = Literal::FromInts(s, yv);
+  auto got = testing::RunKernel(**k, {lx, ly});
+  auto want = Evaluate(*g, {lx, ly});
+  ASSERT_FALSE(got.ok());
+  ASSERT_FALSE(want.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(got.status().message(), want.status().message());
+  // No zero divisor: fine, and equal to the interpreter.
+  yv[37] = -1;
+  testing::ExpectMatchesInterpreter(*g, {lx, Literal::FromInts(s, yv)}, FastOptions(dir.path()));
+}
+
+TEST(CodegenElementwise, PredLogicSelectClamp) {
+  TempDir dir;
+  std::mt19937_64 rng(4);
+  Shape ps(DType::kPred, {50}), fs(DType::kF32, {50}), is(DType::kS32, {50});
+  GraphBuilder b;
+  NodeId p = b.Parameter(0, ps);
+  NodeId q = b.Parameter(1, ps);
+  NodeId x = b.Parameter(2, fs);
+  NodeId y = b.Parameter(3, fs);
+  NodeId i = b.Parameter(4, is);
+  NodeId sp = b.Parameter(5, Shape(DType::kPred, {}));
+  NodeId lo = b.ConstantScalar(DType::kF32, -1.5);
+  NodeId hi = b.ConstantScalar(DType::kF32, 2.0);
+  NodeId ilo = b.ConstantScalar(DType::kS32, -3);
+  std::vector<NodeId> outs = {
+      b.Binary(OpKind::kAnd, p, q), b.Binary(OpKind::kOr, p, q), b.Binary(OpKind::kXor, p, q),
+      b.Unary(OpKind::kNot, p), b.Compare(p, q, ComparisonKind::kLt),
+      b.Convert(p, DType::kF32), b.Convert(p, DType::kS32), b.Convert(p, DType::kBF16),
+      b.Select(p, x, y), b.Select(sp, x, y), b.Select(p, i, b.Negate(i)),
+      b.Clamp(lo, x, hi), b.Clamp(y, x, hi), b.Clamp(ilo, i, b.Parameter(6, is)),
+      b.Select(b.Compare(x, y, ComparisonKind::kNe), x, y)};
+  b.SetOutputs(outs);
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ExpectMatchesInterpreter(
+      *g,
+      {RandomLiteral(ps, rng), RandomLiteral(ps, rng),
+       RandomLiteral(fs, rng, {kNaN, 0.0, -0.0, 5, -5, 1.5, -1.5, kInf}),
+       RandomLiteral(fs, rng, {1.0, kNaN, 0.0, -4, 3, -2, 1, -kInf}),
+       RandomLiteral(is, rng, kIntSpecials), Literal::ScalarInt(DType::kPred, 1),
+       RandomLiteral(is, rng, {5, -5, 0, 2147483647.0})},
+      FastOptions(dir.path()));
+}
+
+// A long fused chain with data movement and broadcasts: no intermediate
+// buffers, identical results serially and with threads.
+TEST(CodegenElementwise, FusedChainNeedsNoBuffersAndRunsInParallel) {
+  TempDir dir;
+  std::mt19937_64 rng(5);
+  Shape xs(DType::kF32, {64, 48}), ys(DType::kF32, {48});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, xs);
+  NodeId y = b.Parameter(1, ys);
+  NodeId yb = b.BroadcastInDim(y, {64, 48}, {1});
+  NodeId m = b.Multiply(x, yb);
+  NodeId a = b.Add(m, b.BroadcastInDim(b.ConstantScalar(DType::kF32, 0.25), {64, 48}, {}));
+  NodeId e = b.Exp(b.Maximum(a, b.Negate(a)));
+  NodeId t = b.Transpose(e, {1, 0});
+  b.SetOutputs({t, b.Reshape(e, {48, 64})});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::vector<Literal> args = {RandomLiteral(xs, rng), RandomLiteral(ys, rng)};
+  auto k = ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()));
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->source().find("malloc"), std::string::npos) << "no temporaries expected";
+  EXPECT_EQ(k->name(), "ember_fused_bcast_mul_add_neg_max_exp_etc_0");
+  ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()), ThreadParallelFor(4));
+}
+
+TEST(CodegenElementwise, UnsupportedOpIsUnimplemented) {
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, Shape(DType::kF32, {4, 4}));
+  DotDims d;
+  d.lhs_contracting = {1};
+  d.rhs_contracting = {0};
+  b.SetOutputs({b.DotGeneral(x, x, d)});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto k = CompileKernel(*g, CodegenOptions());
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(k.status().message().find("dot-general"), std::string::npos);
+
+  GraphBuilder c;
+  NodeId z = c.Parameter(0, Shape(DType::kC64, {4}));
+  c.SetOutputs({c.Reverse(z, {0})});
+  auto gc = c.Build();
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(CompileKernel(*gc, CodegenOptions()).status().code(), StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace ember::codegen

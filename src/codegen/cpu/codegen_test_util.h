@@ -1,0 +1,132 @@
+// Test helpers for the CPU code generator: a private cache directory per
+// test process, compile + run of a graph, and comparison against the
+// reference interpreter (bit-exact, any NaN equal to any NaN).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/cpu/disk_cache.h"
+#include "ember/codegen/cpu.h"
+#include "ember/eval/interpreter.h"
+#include "ember/ir/builder.h"
+
+namespace ember::codegen::testing {
+
+// A fresh cache directory, removed at exit of the owning scope.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/ember-codegen-test-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { RemoveTree(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline CodegenOptions FastOptions(const std::string& cache_dir) {
+  CodegenOptions o;
+  o.fast = true;
+  o.cache_dir = cache_dir;
+  return o;
+}
+
+// Runs a compiled kernel on literals; returns the outputs (or the status).
+inline StatusOr<std::vector<Literal>> RunKernel(const CompiledKernel& k,
+                                                const std::vector<Literal>& args,
+                                                const ParallelFor& pf = {}) {
+  std::vector<const void*> in;
+  for (const auto& a : args) in.push_back(a.data());
+  std::vector<Literal> outs;
+  for (const auto& s : k.output_shapes()) outs.emplace_back(s);
+  std::vector<void*> out;
+  for (auto& o : outs) out.push_back(o.data());
+  EMBER_RETURN_IF_ERROR(k.Run(in, out, pf));
+  return outs;
+}
+
+// Element i of `l` equal in both (bit-exact for everything; floats: any NaN
+// matches any NaN).
+inline bool SameElement(const Literal& a, const Literal& b, int64_t i) {
+  const DType t = a.dtype();
+  const int es = DTypeSize(t);
+  const auto* pa = static_cast<const uint8_t*>(a.data()) + i * es;
+  const auto* pb = static_cast<const uint8_t*>(b.data()) + i * es;
+  if (IsFloat(t) && std::isnan(a.GetDouble(i)) && std::isnan(b.GetDouble(i))) return true;
+  return std::memcmp(pa, pb, es) == 0;
+}
+
+inline ::testing::AssertionResult SameLiteral(const Literal& got, const Literal& want) {
+  if (got.shape() != want.shape()) {
+    return ::testing::AssertionFailure()
+           << "shape " << got.shape().ToString() << " vs " << want.shape().ToString();
+  }
+  int bad = 0;
+  std::string msg;
+  for (int64_t i = 0; i < got.num_elements(); ++i) {
+    if (!SameElement(got, want, i)) {
+      if (++bad <= 5) {
+        msg += "\n  [" + std::to_string(i) + "] compiled " + FormatElement(got, i) +
+               " interpreter " + FormatElement(want, i);
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.num_elements()
+                                       << " elements differ:" << msg;
+}
+
+// Compiles `g`, runs it and the interpreter on `args`, and expects every
+// output to match exactly. Returns the kernel (null on failure).
+inline std::shared_ptr<CompiledKernel> ExpectMatchesInterpreter(
+    const Graph& g, const std::vector<Literal>& args, const CodegenOptions& opts,
+    const ParallelFor& pf = {}) {
+  auto k = CompileKernel(g, opts);
+  EXPECT_TRUE(k.ok()) << k.status().ToString();
+  if (!k.ok()) return nullptr;
+  auto want = Evaluate(g, args);
+  EXPECT_TRUE(want.ok()) << want.status().ToString();
+  auto got = RunKernel(**k, args, pf);
+  EXPECT_TRUE(got.ok()) << got.status().ToString();
+  if (!want.ok() || !got.ok()) return *k;
+  for (size_t j = 0; j < want->size(); ++j) {
+    EXPECT_TRUE(SameLiteral((*got)[j], (*want)[j]))
+        << "output " << j << " (node %" << g.outputs()[j] << ": "
+        << OpName(g.node(g.outputs()[j]).op) << ") of " << (*k)->name();
+  }
+  return *k;
+}
+
+// Random values of dtype t: a mix of small integers, fractions, and the
+// given specials.
+inline Literal RandomLiteral(const Shape& s, std::mt19937_64& rng,
+                             const std::vector<double>& specials = {}) {
+  std::vector<double> v(static_cast<size_t>(s.num_elements()));
+  std::uniform_real_distribution<double> u(-8, 8);
+  std::uniform_int_distribution<int> pick(0, 3);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i < specials.size()) {
+      v[i] = specials[i];
+    } else if (IsFloat(s.dtype())) {
+      int p = pick(rng);
+      v[i] = p == 0 ? std::round(u(rng)) : p == 1 ? std::round(u(rng) * 2) / 2 : u(rng);
+    } else if (IsPred(s.dtype())) {
+      v[i] = pick(rng) & 1;
+    } else {
+      v[i] = std::round(u(rng) * 4);
+      if (IsUnsignedInt(s.dtype())) v[i] = std::fabs(v[i]);
+    }
+  }
+  return Literal::FromDoubles(s, v);
+}
+
+}  // namespace ember::codegen::testing

@@ -1,0 +1,597 @@
+// Kernel assembly (emitter.h): support check, kernel naming, the plan of
+// materialized values, one phase function per materialized value (reduce
+// phases with blocked lane accumulators and pairwise combination; elementwise
+// phases as vectorizable row loops) and the exported entry function.
+#include "codegen/cpu/emitter.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "codegen/cpu/c_types.h"
+#include "codegen/cpu/expr_emitter.h"
+#include "codegen/cpu/prelude.h"
+#include "ember/ir/text.h"
+
+namespace ember::codegen {
+namespace {
+
+// Elements of work one parallel chunk should at least hold.
+constexpr int64_t kGrainWork = 1 << 14;
+// Reduction lanes (vector accumulators) and lane blocks per pairwise chunk.
+constexpr int kLanes32 = 16;
+constexpr int kLanes64 = 8;
+constexpr int kBlocksPerChunk = 16;
+
+std::string ShortOpName(OpKind op) {
+  switch (op) {
+    case OpKind::kNegate: return "neg";
+    case OpKind::kExp: return "exp";
+    case OpKind::kLog1p: return "log1p";
+    case OpKind::kExpm1: return "expm1";
+    case OpKind::kMultiply: return "mul";
+    case OpKind::kSubtract: return "sub";
+    case OpKind::kDivide: return "div";
+    case OpKind::kRemainder: return "rem";
+    case OpKind::kPower: return "pow";
+    case OpKind::kMaximum: return "max";
+    case OpKind::kMinimum: return "min";
+    case OpKind::kCompare: return "cmp";
+    case OpKind::kBroadcastInDim: return "bcast";
+    case OpKind::kRoundNearestEven: return "round";
+    case OpKind::kShiftLeft: return "shl";
+    case OpKind::kShiftRightArithmetic: return "shra";
+    case OpKind::kShiftRightLogical: return "shrl";
+    case OpKind::kSin: return "sin";
+    case OpKind::kCos: return "cos";
+    case OpKind::kConcatenate: return "concat";
+    case OpKind::kConvert: return "cvt";
+    default: {
+      std::string s(OpName(op));
+      std::replace(s.begin(), s.end(), '-', '_');
+      return s;
+    }
+  }
+}
+
+bool SupportedOp(OpKind op) {
+  if (IsElementwise(op)) return true;
+  switch (op) {
+    case OpKind::kParameter: case OpKind::kConstant: case OpKind::kIota:
+    case OpKind::kBroadcastInDim: case OpKind::kReshape: case OpKind::kTranspose:
+    case OpKind::kSlice: case OpKind::kReverse: case OpKind::kConcatenate: case OpKind::kPad:
+    case OpKind::kReduce:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string Indent(int n) { return std::string(static_cast<size_t>(n) * 2, ' '); }
+
+// "(uint8_t)1"-style identity of a reduction in the accumulator type.
+std::string ReduceIdentity(ReduceKind k, DType t, bool empty) {
+  const std::string ct = ComputeType(t);
+  const bool fl = IsFloat(t);
+  switch (k) {
+    case ReduceKind::kAdd:
+      // -0 is the exact identity of IEEE addition (x + -0 == x for every x,
+      // -0 included); an empty sum is +0 as in the interpreter.
+      if (fl) return empty ? "(" + ct + ")0" : "(" + ct + ")-0.0";
+      return "(" + ct + ")0";
+    case ReduceKind::kMultiply: return "(" + ct + ")1";
+    case ReduceKind::kMaximum:
+      if (fl) return "-__builtin_inf" + std::string(t == DType::kF64 ? "" : "f") + "()";
+      if (IsUnsignedInt(t)) return "(" + ct + ")0";
+      return "(" + ct + ")((" + ct + ")1 << (sizeof(" + ct + ") * 8 - 1))";
+    case ReduceKind::kMinimum:
+      if (fl) return "__builtin_inf" + std::string(t == DType::kF64 ? "" : "f") + "()";
+      if (IsUnsignedInt(t)) return "(" + ct + ")~(" + ct + ")0";
+      return "(" + ct + ")~((" + ct + ")1 << (sizeof(" + ct + ") * 8 - 1))";
+    case ReduceKind::kAnd: return t == DType::kPred ? "(uint8_t)1" : "(" + ct + ")~(" + ct + ")0";
+    case ReduceKind::kOr: return "(" + ct + ")0";
+    case ReduceKind::kAssign: break;
+  }
+  return "(" + ct + ")0";
+}
+
+// C++ expression combining accumulators a and b (the interpreter's Combine).
+std::string Combine(ReduceKind k, DType t, const std::string& a, const std::string& b) {
+  const std::string ct = ComputeType(t);
+  const bool fl = IsFloat(t);
+  switch (k) {
+    case ReduceKind::kAdd: return fl ? "(" + a + " + " + b + ")" : "ember_add(" + a + ", " + b + ")";
+    case ReduceKind::kMultiply: return fl ? "(" + a + " * " + b + ")" : "ember_mul(" + a + ", " + b + ")";
+    case ReduceKind::kMaximum: return (fl ? "ember_fmax(" : "ember_imax(") + a + ", " + b + ")";
+    case ReduceKind::kMinimum: return (fl ? "ember_fmin(" : "ember_imin(") + a + ", " + b + ")";
+    case ReduceKind::kAnd: return "(" + ct + ")(" + a + " & " + b + ")";
+    case ReduceKind::kOr: return "(" + ct + ")(" + a + " | " + b + ")";
+    case ReduceKind::kAssign: break;
+  }
+  return b;
+}
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const Graph& g, int kernel_index) : g_(g), kernel_index_(kernel_index) {}
+
+  StatusOr<KernelSource> Emit() {
+    EMBER_RETURN_IF_ERROR(CheckKernelSupported(g_));
+    Plan();
+    KernelSource ks;
+    ks.name = KernelName(g_, kernel_index_);
+    for (NodeId id : plan_.zero_div_sites) {
+      ks.error_messages.push_back(std::string(OpName(g_.node(id).op)) + " %" +
+                                  std::to_string(id) + ": integer division by zero");
+    }
+    std::ostringstream os;
+    os << "// " << ks.name << ": generated by Ember (src/codegen/cpu), do not edit.\n";
+    os << "// Fused from these IR nodes:\n";
+    std::istringstream lines(PrintGraph(g_));
+    for (std::string line; std::getline(lines, line);) {
+      std::replace(line.begin(), line.end(), '\\', '/');
+      if (line.size() > 160) line = line.substr(0, 157) + "...";
+      os << "//   " << line << "\n";
+    }
+    os << "// Phases: ";
+    for (size_t k = 0; k < phases_.size(); ++k) {
+      os << (k ? ", " : "") << "%" << phases_[k].node
+         << (g_.node(phases_[k].node).op == OpKind::kReduce ? " (reduce)" : "") << " -> "
+         << phases_[k].dest;
+    }
+    os << "\n\n" << KernelPrelude() << "\n";
+    os << "namespace {\n\n";
+    EmitConstantTables(os);
+    os << "struct EmberCtx {\n  const void* const* in;\n  void* const* out;\n";
+    os << "  void* tmp[" << std::max<size_t>(1, temps_.size()) << "];\n";
+    os << "  int zero_div[" << std::max<size_t>(1, plan_.zero_div_sites.size()) << "];\n};\n\n";
+    for (size_t k = 0; k < phases_.size(); ++k) os << EmitPhase(static_cast<int>(k));
+    os << "}  // namespace\n\n";
+    EmitEntry(os, ks.name);
+    ks.code = os.str();
+    return ks;
+  }
+
+ private:
+  struct Phase {
+    NodeId node;
+    std::string dest;  // "c->out[2]" or "c->tmp[0]"
+    int64_t count;     // elements written
+  };
+
+  void Plan() {
+    plan_.graph = &g_;
+    for (size_t i = 0; i < g_.parameters().size(); ++i) {
+      plan_.parameter_index[g_.parameters()[i]] = static_cast<int>(i);
+    }
+    for (const Node& n : g_.nodes()) {
+      if ((n.op == OpKind::kDivide || n.op == OpKind::kRemainder) && IsInteger(n.shape.dtype())) {
+        plan_.zero_div_sites.push_back(n.id);
+      }
+      if (n.op == OpKind::kConstant && n.literal && n.literal->num_elements() > 1) {
+        const int64_t es = DTypeSize(n.shape.dtype());
+        const auto* p = static_cast<const uint8_t*>(n.literal->data());
+        bool splat = true;
+        for (int64_t i = 1; splat && i < n.literal->num_elements(); ++i) {
+          splat = std::equal(p, p + es, p + i * es);
+        }
+        if (!splat) plan_.constant_tables[n.id] = "cst" + std::to_string(n.id);
+      }
+    }
+    // Every reduce is materialized: into the first output that is it, else a temp.
+    const auto& outs = g_.outputs();
+    for (const Node& n : g_.nodes()) {
+      if (n.op != OpKind::kReduce) continue;
+      auto it = std::find(outs.begin(), outs.end(), n.id);
+      std::string dest;
+      if (it != outs.end()) {
+        const int j = static_cast<int>(it - outs.begin());
+        dest = "c->out[" + std::to_string(j) + "]";
+        written_outputs_.insert(j);
+      } else {
+        dest = "c->tmp[" + std::to_string(temps_.size()) + "]";
+        temps_.push_back(n.id);
+      }
+      phases_.push_back({n.id, dest, n.shape.num_elements()});
+    }
+    for (size_t j = 0; j < outs.size(); ++j) {
+      if (written_outputs_.count(static_cast<int>(j))) continue;
+      phases_.push_back({outs[j], "c->out[" + std::to_string(j) + "]",
+                         g_.node(outs[j]).shape.num_elements()});
+    }
+  }
+
+  void EmitConstantTables(std::ostringstream& os) {
+    for (const auto& [id, name] : plan_.constant_tables) {
+      const Literal& lit = *g_.node(id).literal;
+      os << "const " << StorageType(lit.dtype()) << " " << name << "[" << lit.num_elements()
+         << "] = {";
+      for (int64_t i = 0; i < lit.num_elements(); ++i) {
+        os << (i % 8 == 0 ? "\n    " : " ") << StorageInitializer(lit, i) << ",";
+      }
+      os << "\n};\n\n";
+    }
+  }
+
+  // Declarations of the buffers the phase reads; mat_before: materialized
+  // nodes computed by earlier phases.
+  std::string BufferDecls(const ExprEmitter& e, int indent) {
+    std::string s;
+    for (NodeId id : e.used_buffers()) {
+      const Node& n = g_.node(id);
+      const std::string st = StorageType(n.shape.dtype());
+      auto pi = plan_.parameter_index.find(id);
+      if (pi != plan_.parameter_index.end()) {
+        s += Indent(indent) + "const " + st + "* __restrict__ p" + std::to_string(pi->second) +
+             " = (const " + st + "*)c->in[" + std::to_string(pi->second) + "];\n";
+      } else {
+        const std::string& dest = DestOf(id);
+        s += Indent(indent) + "const " + st + "* __restrict__ m" + std::to_string(id) +
+             " = (const " + st + "*)" + dest + ";\n";
+      }
+    }
+    return s;
+  }
+
+  const std::string& DestOf(NodeId id) {
+    for (const Phase& p : phases_) {
+      if (p.node == id && g_.node(id).op == OpKind::kReduce) return p.dest;
+    }
+    static const std::string kNone = "nullptr";
+    return kNone;
+  }
+
+  static std::string FlagDecls(const ExprEmitter& e, int indent) {
+    std::string s;
+    for (int site : e.used_sites()) s += Indent(indent) + "int zd" + std::to_string(site) + " = 0;\n";
+    return s;
+  }
+  static std::string FlagStores(const ExprEmitter& e, int indent) {
+    std::string s;
+    for (int site : e.used_sites()) {
+      s += Indent(indent) + "if (zd" + std::to_string(site) + ") __atomic_store_n(&c->zero_div[" +
+           std::to_string(site) + "], 1, __ATOMIC_RELAXED);\n";
+    }
+    return s;
+  }
+  static std::string SimdPragma(const ExprEmitter& e) {
+    std::string s = "#pragma omp simd";
+    if (!e.used_sites().empty()) {
+      s += " reduction(|:";
+      bool first = true;
+      for (int site : e.used_sites()) {
+        s += (first ? "" : ",") + std::string("zd") + std::to_string(site);
+        first = false;
+      }
+      s += ")";
+    }
+    return s;
+  }
+
+  std::string EmitPhase(int k) {
+    const Phase& ph = phases_[k];
+    // Materialized values visible to this phase: reduces of earlier phases.
+    plan_.materialized.clear();
+    for (int i = 0; i < k; ++i) {
+      if (g_.node(phases_[i].node).op == OpKind::kReduce) {
+        plan_.materialized[phases_[i].node] = "m" + std::to_string(phases_[i].node);
+      }
+    }
+    const Node& n = g_.node(ph.node);
+    std::string body = n.op == OpKind::kReduce && !plan_.materialized.count(n.id)
+                           ? ReducePhaseBody(ph)
+                           : ElementwisePhaseBody(ph);
+    std::string s = "// Phase " + std::to_string(k) + ": %" + std::to_string(ph.node) + " " +
+                    std::string(OpName(n.op)) + " -> " + ph.dest + " (" +
+                    n.shape.ToString() + ")\n";
+    s += "void ember_phase_" + std::to_string(k) +
+         "(void* vctx, int64_t begin, int64_t end) {\n";
+    s += "  EmberCtx* c = (EmberCtx*)vctx;\n";
+    s += body;
+    s += "}\n\n";
+    return s;
+  }
+
+  std::string ElementwisePhaseBody(const Phase& ph) {
+    const Node& n = g_.node(ph.node);
+    const DType t = n.shape.dtype();
+    const std::string st = StorageType(t);
+    std::string out_decl = "  " + st + "* __restrict__ out = (" + st + "*)" + ph.dest + ";\n";
+    // First try: everything from the linear index (one flat loop).
+    {
+      int vc = var_counter_;
+      ExprEmitter e(plan_, &vc, 2);
+      std::string v = e.Value(ph.node, Index::Linear("i"));
+      if (!e.derived_multi_from_linear() || n.shape.rank() == 0) {
+        var_counter_ = vc;
+        std::string s = BufferDecls(e, 1) + out_decl + FlagDecls(e, 1);
+        s += "  " + SimdPragma(e) + "\n";
+        s += "  for (int64_t i = begin; i < end; ++i) {\n";
+        s += e.code();
+        s += "    out[i] = " + StoreExpr(t, v) + ";\n";
+        s += "  }\n";
+        s += FlagStores(e, 1);
+        return s;
+      }
+    }
+    // Row loop: outer dims from the row number, the last dim vectorized.
+    const int r = n.shape.rank();
+    const int64_t inner = n.shape.dim(r - 1);
+    std::vector<std::string> ix(r);
+    for (int d = 0; d < r; ++d) ix[d] = "i" + std::to_string(d);
+    Index idx = Index::Multi(ix);
+    idx.lin = "lin";
+    ExprEmitter e(plan_, &var_counter_, 3);
+    std::string v = e.Value(ph.node, idx);
+    std::string s = BufferDecls(e, 1) + out_decl + FlagDecls(e, 1);
+    s += "  for (int64_t i = begin; i < end;) {\n";
+    s += "    const int64_t row = i / " + IntLiteral(inner) + ";\n";
+    s += "    const int64_t row_base = row * " + IntLiteral(inner) + ";\n";
+    s += "    const int64_t j1 = end - row_base < " + IntLiteral(inner) + " ? end - row_base : " +
+         IntLiteral(inner) + ";\n";
+    int64_t stride = 1;
+    for (int d = r - 2; d >= 0; --d) {
+      std::string e2 = "row";
+      if (stride != 1) e2 = "(row / " + IntLiteral(stride) + ")";
+      if (d > 0) e2 = "(" + e2 + " % " + IntLiteral(n.shape.dim(d)) + ")";
+      s += "    const int64_t i" + std::to_string(d) + " = " + e2 + ";\n";
+      stride *= n.shape.dim(d);
+    }
+    s += "    " + SimdPragma(e) + "\n";
+    s += "    for (int64_t i" + std::to_string(r - 1) + " = i - row_base; i" +
+         std::to_string(r - 1) + " < j1; ++i" + std::to_string(r - 1) + ") {\n";
+    s += "      const int64_t lin = row_base + i" + std::to_string(r - 1) + ";\n";
+    s += e.code();
+    s += "      out[lin] = " + StoreExpr(t, v) + ";\n";
+    s += "    }\n";
+    s += "    i = row_base + j1;\n";
+    s += "  }\n";
+    s += FlagStores(e, 1);
+    return s;
+  }
+
+  std::string ReducePhaseBody(const Phase& ph) {
+    const Node& n = g_.node(ph.node);
+    const NodeId x = n.operands[0];
+    const Shape& xs = g_.node(x).shape;
+    const DType t = n.shape.dtype();
+    const std::string st = StorageType(t);
+    const std::string ct = ComputeType(t);
+    const ReduceKind kind = *ParseReduceKind(n.attrs.GetString("to_apply"));
+    std::vector<bool> reduced(xs.rank(), false);
+    for (int64_t d : n.attrs.GetInts("dimensions")) reduced[d] = true;
+    std::vector<int> red_dims;
+    int64_t nred = 1;
+    for (int d = 0; d < xs.rank(); ++d) {
+      if (reduced[d]) {
+        red_dims.push_back(d);
+        nred *= xs.dim(d);
+      }
+    }
+    std::string s = "  " + st + "* __restrict__ out = (" + st + "*)" + ph.dest + ";\n";
+    if (nred == 0) {
+      s += "  for (int64_t o = begin; o < end; ++o) out[o] = " +
+           StoreExpr(t, ReduceIdentity(kind, t, /*empty=*/true)) + ";\n";
+      return s;
+    }
+    // Kept multi-index from the output index o.
+    std::vector<std::string> kept;
+    {
+      ExprEmitter tmp(plan_, &var_counter_, 0);
+      kept = tmp.MultiOf(n.shape, Index::Linear("o"));
+    }
+    std::string kept_decls;
+    std::vector<std::string> xix(xs.rank());
+    {
+      int kd = 0;
+      for (int d = 0; d < xs.rank(); ++d) {
+        if (reduced[d]) continue;
+        const std::string name = "k" + std::to_string(d);
+        kept_decls += "    const int64_t " + name + " = " + kept[kd++] + ";\n";
+        xix[d] = name;
+      }
+    }
+    if (red_dims.empty()) {
+      ExprEmitter e(plan_, &var_counter_, 2);
+      std::string v = e.Value(x, Index::Multi(xix));
+      s = BufferDecls(e, 1) + s + FlagDecls(e, 1);
+      s += "  for (int64_t o = begin; o < end; ++o) {\n" + kept_decls + e.code();
+      s += "    out[o] = " + StoreExpr(t, v) + ";\n  }\n" + FlagStores(e, 1);
+      return s;
+    }
+    const bool pairwise = IsFloat(t) && (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
+    const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
+    const int last = red_dims.back();
+    const int64_t K = xs.dim(last);
+    for (size_t i = 0; i + 1 < red_dims.size(); ++i) xix[red_dims[i]] = "r" + std::to_string(red_dims[i]);
+    const std::string id = ReduceIdentity(kind, t, false);
+    auto combine = [&](const std::string& a, const std::string& b) { return Combine(kind, t, a, b); };
+
+    // The element expression, twice: full lane blocks and the tail.
+    xix[last] = "(kb + l)";
+    ExprEmitter full(plan_, &var_counter_, 4 + static_cast<int>(red_dims.size()));
+    std::string fv = full.Value(x, Index::Multi(xix));
+    ExprEmitter tail(plan_, &var_counter_, 4 + static_cast<int>(red_dims.size()));
+    std::string tv = tail.Value(x, Index::Multi(xix));
+
+    std::set<NodeId> used = full.used_buffers();
+    s = BufferDecls(full, 1) + s;
+    // (the tail reads the same buffers as the full block)
+    std::set<int> sites = full.used_sites();
+    s += FlagDecls(full, 1);
+    s += "  for (int64_t o = begin; o < end; ++o) {\n" + kept_decls;
+    if (pairwise) s += "    EmberPairwise<" + ct + "> pw;\n    int nb = 0;\n";
+    s += "    " + ct + " acc[" + std::to_string(lanes) + "];\n";
+    s += "    for (int l = 0; l < " + std::to_string(lanes) + "; ++l) acc[l] = " + id + ";\n";
+    const std::string fold_lanes = [&] {
+      std::string f;
+      for (int w = lanes / 2; w >= 1; w /= 2) {
+        f += "for (int l = 0; l < " + std::to_string(w) + "; ++l) acc[l] = " +
+             combine("acc[l]", "acc[l + " + std::to_string(w) + "]") + "; ";
+      }
+      return f;
+    }();
+    int ind = 2;
+    for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
+      const std::string r = "r" + std::to_string(red_dims[i]);
+      s += Indent(ind) + "for (int64_t " + r + " = 0; " + r + " < " + IntLiteral(xs.dim(red_dims[i])) +
+           "; ++" + r + ") {\n";
+      ++ind;
+    }
+    const std::string L = std::to_string(lanes);
+    s += Indent(ind) + "for (int64_t kb = 0; kb < " + IntLiteral(K) + "; kb += " + L + ") {\n";
+    s += Indent(ind + 1) + "if (kb + " + L + " <= " + IntLiteral(K) + ") {\n";
+    s += Indent(ind + 2) + SimdPragma(full) + "\n";
+    s += Indent(ind + 2) + "for (int l = 0; l < " + L + "; ++l) {\n";
+    s += full.code();
+    s += Indent(ind + 3) + "acc[l] = " + combine("acc[l]", fv) + ";\n";
+    s += Indent(ind + 2) + "}\n";
+    s += Indent(ind + 1) + "} else {\n";
+    s += Indent(ind + 2) + "for (int l = 0; l < " + IntLiteral(K) + " - kb; ++l) {\n";
+    s += tail.code();
+    s += Indent(ind + 3) + "acc[l] = " + combine("acc[l]", tv) + ";\n";
+    s += Indent(ind + 2) + "}\n";
+    s += Indent(ind + 1) + "}\n";
+    if (pairwise) {
+      s += Indent(ind + 1) + "if (++nb == " + std::to_string(kBlocksPerChunk) + ") {\n";
+      s += Indent(ind + 2) + fold_lanes + "\n";
+      s += Indent(ind + 2) + "pw.Push(acc[0], [](" + ct + " a, " + ct + " b) { return " +
+           combine("a", "b") + "; });\n";
+      s += Indent(ind + 2) + "for (int l = 0; l < " + L + "; ++l) acc[l] = " + id + ";\n";
+      s += Indent(ind + 2) + "nb = 0;\n";
+      s += Indent(ind + 1) + "}\n";
+    }
+    s += Indent(ind) + "}\n";
+    for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
+      --ind;
+      s += Indent(ind) + "}\n";
+    }
+    s += "    " + fold_lanes + "\n";
+    if (pairwise) {
+      s += "    if (nb > 0) pw.Push(acc[0], [](" + ct + " a, " + ct + " b) { return " +
+           combine("a", "b") + "; });\n";
+      s += "    const " + ct + " result = pw.Finish(" + id + ", [](" + ct + " a, " + ct +
+           " b) { return " + combine("a", "b") + "; });\n";
+    } else {
+      s += "    const " + ct + " result = acc[0];\n";
+    }
+    s += "    out[o] = " + StoreExpr(t, "result") + ";\n";
+    s += "  }\n";
+    s += FlagStores(full, 1);
+    (void)used;
+    (void)sites;
+    return s;
+  }
+
+  void EmitEntry(std::ostringstream& os, const std::string& name) {
+    os << "EMBER_EXPORT int ember_kernel_abi_version(void) { return " << kKernelAbiVersion
+       << "; }\n\n";
+    os << "EMBER_EXPORT int " << name
+       << "(const void* const* inputs, void* const* outputs, void* pf_ctx, "
+          "ember_parallel_for_fn pf) {\n";
+    os << "  EmberCtx ctx;\n  EmberCtx* c = &ctx;\n  c->in = inputs;\n  c->out = outputs;\n";
+    os << "  for (int i = 0; i < (int)(sizeof(c->zero_div) / sizeof(int)); ++i) c->zero_div[i] = 0;\n";
+    os << "  for (int i = 0; i < (int)(sizeof(c->tmp) / sizeof(void*)); ++i) c->tmp[i] = 0;\n";
+    int rc_fail = -1;
+    for (size_t i = 0; i < temps_.size(); ++i) {
+      const Shape& s = g_.node(temps_[i]).shape;
+      os << "  c->tmp[" << i << "] = __builtin_malloc(" << std::max<int64_t>(1, s.byte_size())
+         << ");\n";
+      os << "  if (!c->tmp[" << i << "]) {\n";
+      for (size_t j = 0; j < i; ++j) os << "    __builtin_free(c->tmp[" << j << "]);\n";
+      os << "    return " << rc_fail << ";\n  }\n";
+    }
+    for (size_t k = 0; k < phases_.size(); ++k) {
+      const Phase& ph = phases_[k];
+      if (ph.count == 0) continue;
+      const Node& n = g_.node(ph.node);
+      int64_t work = 1;
+      if (n.op == OpKind::kReduce) work = std::max<int64_t>(1, g_.node(n.operands[0]).shape.num_elements() / std::max<int64_t>(1, ph.count));
+      const int64_t grain = std::max<int64_t>(1, kGrainWork / work);
+      os << "  if (pf) pf(pf_ctx, 0, " << IntLiteral(ph.count) << ", " << IntLiteral(grain)
+         << ", c, ember_phase_" << k << ");\n";
+      os << "  else ember_phase_" << k << "(c, 0, " << IntLiteral(ph.count) << ");\n";
+    }
+    for (size_t i = 0; i < temps_.size(); ++i) os << "  __builtin_free(c->tmp[" << i << "]);\n";
+    for (size_t i = 0; i < plan_.zero_div_sites.size(); ++i) {
+      os << "  if (c->zero_div[" << i << "]) return " << i + 1 << ";\n";
+    }
+    os << "  return 0;\n}\n";
+  }
+
+  const Graph& g_;
+  int kernel_index_;
+  KernelPlan plan_;
+  std::vector<Phase> phases_;
+  std::vector<NodeId> temps_;
+  std::set<int> written_outputs_;
+  int var_counter_ = 0;
+};
+
+}  // namespace
+
+Status CheckKernelSupported(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    if (!SupportedOp(n.op)) {
+      return Unimplemented("cpu codegen: ", OpName(n.op), " %", n.id,
+                           " is not supported by the tier-1 code generator");
+    }
+    if (n.shape.is_tuple() || IsComplex(n.shape.dtype())) {
+      return Unimplemented("cpu codegen: ", OpName(n.op), " %", n.id, " has result ",
+                           n.shape.ToString(), " (tuples and complex dtypes are not supported)");
+    }
+    for (NodeId o : n.operands) {
+      const Shape& s = g.node(o).shape;
+      if (s.is_tuple() || IsComplex(s.dtype())) {
+        return Unimplemented("cpu codegen: ", OpName(n.op), " %", n.id, " has operand ",
+                             s.ToString());
+      }
+    }
+    if (n.op == OpKind::kConstant && n.literal == nullptr) {
+      return InvalidArgument("cpu codegen: constant %", n.id, " has no literal");
+    }
+    if (n.op == OpKind::kReduce) {
+      auto k = ParseReduceKind(n.attrs.GetString("to_apply"));
+      if (!k || *k == ReduceKind::kAssign) {
+        return Unimplemented("cpu codegen: reduce %", n.id, " with to_apply '",
+                             n.attrs.GetString("to_apply"), "'");
+      }
+    }
+    if (n.op == OpKind::kParameter) {
+      auto it = std::find(g.parameters().begin(), g.parameters().end(), n.id);
+      if (it == g.parameters().end()) {
+        return InvalidArgument("cpu codegen: parameter %", n.id, " is not in the parameter list");
+      }
+    }
+  }
+  for (NodeId o : g.outputs()) {
+    if (g.node(o).shape.is_tuple()) return Unimplemented("cpu codegen: tuple output %", o);
+  }
+  return OkStatus();
+}
+
+std::string KernelName(const Graph& g, int kernel_index) {
+  std::vector<std::string> ops;
+  bool more = false;
+  for (const Node& n : g.nodes()) {
+    if (n.op == OpKind::kParameter || n.op == OpKind::kConstant) continue;
+    std::string s = ShortOpName(n.op);
+    if (std::find(ops.begin(), ops.end(), s) != ops.end()) continue;
+    if (ops.size() == 6) {
+      more = true;
+      continue;
+    }
+    ops.push_back(s);
+  }
+  std::string name = "ember_fused";
+  for (const auto& s : ops) name += "_" + s;
+  if (ops.empty()) name += "_copy";
+  if (more) name += "_etc";
+  return name + "_" + std::to_string(kernel_index);
+}
+
+StatusOr<KernelSource> EmitKernelSource(const Graph& g, int kernel_index) {
+  return KernelEmitter(g, kernel_index).Emit();
+}
+
+}  // namespace ember::codegen

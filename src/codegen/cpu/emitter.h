@@ -1,0 +1,29 @@
+// Private: Graph -> C++ source of one fused kernel (the public entry point is
+// EmitKernelSource in include/ember/codegen/cpu.h).
+//
+// Generated layout (docs/codegen.md has a real example):
+//   header comment (the subgraph as PrintGraph lines), the prelude
+//   (prelude.h), constant tables, one `ember_phase_<k>` body per materialized
+//   value (each reduce, then each graph output), and the exported entry
+//     extern "C" int ember_fused_<ops>_<n>(const void* const* inputs,
+//         void* const* outputs, void* pf_ctx, ember_parallel_for_fn pf);
+//   which runs the phases in order through the parallel-for callback and
+//   returns 0, k > 0 for data error k (KernelSource::error_messages[k-1]) or
+//   -1 when a temporary buffer cannot be allocated.
+#pragma once
+
+#include <string>
+
+#include "ember/codegen/cpu.h"
+
+namespace ember::codegen {
+
+// OK if CompileKernel supports every node of `g`; Unimplemented naming the
+// first node it does not.
+Status CheckKernelSupported(const Graph& g);
+
+// `ember_fused_<ops>_<n>`: the distinct ops of `g` (parameters and constants
+// left out) in first-use order, at most six of them.
+std::string KernelName(const Graph& g, int kernel_index);
+
+}  // namespace ember::codegen

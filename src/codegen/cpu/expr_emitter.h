@@ -1,0 +1,97 @@
+// Private: emits the C++ statements that compute one node's element at a
+// given index, recursing through operands (loop fusion: every element is
+// recomputed from the kernel's inputs; elementwise and data-movement ops
+// need no intermediate buffer). Data-movement ops become index arithmetic
+// from the output index back to their operand's index; concatenate and pad
+// become branches. Materialized nodes (reduces) are read from their buffers.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ember/ir/graph.h"
+
+namespace ember::codegen {
+
+// An element index of some node: a multi-index (one int64 C++ expression
+// per dim) and/or the row-major linear index. At least one is known.
+struct Index {
+  bool has_multi = false;
+  std::vector<std::string> ix;
+  std::string lin;  // "" if unknown
+
+  static Index Multi(std::vector<std::string> ix) { return Index{true, std::move(ix), ""}; }
+  static Index Linear(std::string lin) { return Index{false, {}, std::move(lin)}; }
+  static Index Scalar() { return Index{true, {}, "0"}; }
+};
+
+// What the emitter knows about the kernel as a whole.
+struct KernelPlan {
+  const Graph* graph = nullptr;
+  std::map<NodeId, int> parameter_index;     // parameter node -> input slot
+  std::map<NodeId, std::string> materialized;  // node -> pointer variable ("m5")
+  // Integer divide/remainder nodes whose zero divisors are reported, in
+  // node order; the site number is the position here.
+  std::vector<NodeId> zero_div_sites;
+  // File-scope tables for non-splat constants, by node.
+  std::map<NodeId, std::string> constant_tables;
+};
+
+class ExprEmitter {
+ public:
+  // `var_counter` numbers temporaries across the whole kernel.
+  ExprEmitter(const KernelPlan& plan, int* var_counter, int indent);
+
+  // Appends statements computing node `id` at `idx`; returns a C++
+  // expression (a variable or a literal) of the node's compute type.
+  std::string Value(NodeId id, const Index& idx);
+
+  const std::string& code() const { return code_; }
+  // True if some multi-index had to be derived from a linear one with
+  // division (the caller then prefers a row loop with explicit indices).
+  bool derived_multi_from_linear() const { return derived_multi_; }
+  // Zero-divisor sites whose flag variables (`zd<site>`) the code sets.
+  const std::set<int>& used_sites() const { return used_sites_; }
+  // Parameters / materialized nodes the code reads.
+  const std::set<NodeId>& used_buffers() const { return used_buffers_; }
+
+  // Linear index of `s` at `idx` / its multi-index (see Index).
+  std::string LinOf(const Shape& s, const Index& idx);
+  std::vector<std::string> MultiOf(const Shape& s, const Index& idx);
+
+ private:
+  struct Val {
+    std::string expr;
+    bool is_const = false;  // a compile-time constant (no index dependence)
+  };
+  Val Emit(NodeId id, const Index& idx);
+  Val EmitUncached(const Node& n, const Index& idx);
+  Val EmitElementwise(const Node& n, const Index& idx);
+  Val EmitUnary(const Node& n, const Val& x);
+  Val EmitBinary(const Node& n, const Val& a, const Val& b);
+  Val EmitConvert(DType from, DType to, const Val& x);
+  Val EmitConcatenate(const Node& n, const Index& idx);
+  Val EmitPad(const Node& n, const Index& idx);
+  Index OperandIndex(const Node& n, const Index& idx);  // 1:1 data movement
+
+  std::string NewVar();
+  // Declares `const T v = expr;` and returns v (literals are returned as is).
+  std::string Bind(DType t, const std::string& expr);
+  void Line(const std::string& s);
+  std::string Key(NodeId id, const Index& idx) const;
+  const Val* Lookup(const std::string& key) const;
+
+  const KernelPlan& plan_;
+  const Graph& g_;
+  int* var_counter_;
+  int indent_;
+  std::string code_;
+  std::vector<std::map<std::string, Val>> scopes_;
+  bool derived_multi_ = false;
+  std::set<int> used_sites_;
+  std::set<NodeId> used_buffers_;
+};
+
+}  // namespace ember::codegen

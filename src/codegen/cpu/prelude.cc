@@ -1,0 +1,218 @@
+// The prelude of every generated kernel. Each helper mirrors the reference
+// interpreter line for line (same formulas, same libm calls through GCC
+// builtins) so compiled and interpreted results agree bit for bit.
+#include "codegen/cpu/prelude.h"
+
+namespace ember::codegen {
+
+const char* KernelPrelude() {
+  return R"EMBER_PRELUDE(#include <stdint.h>
+
+typedef void (*ember_body_fn)(void* body_ctx, int64_t begin, int64_t end);
+// Runs body(body_ctx, b, e) over chunks of [begin, end) of at least `grain`
+// elements; provided by the runtime (never an OpenMP runtime).
+typedef void (*ember_parallel_for_fn)(void* pf_ctx, int64_t begin, int64_t end, int64_t grain,
+                                      void* body_ctx, ember_body_fn body);
+
+#define EMBER_INLINE inline __attribute__((always_inline))
+#define EMBER_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+// ---- type traits (no <type_traits>: keeps compiles fast) ----
+template <typename T> struct EmberTraits;
+#define EMBER_TRAITS(T, SIGNED, WIDEU, UNS) \
+  template <> struct EmberTraits<T> { static constexpr bool kSigned = SIGNED; typedef WIDEU WideU; typedef UNS U; };
+EMBER_TRAITS(uint8_t, false, unsigned, uint8_t)
+EMBER_TRAITS(int8_t, true, unsigned, uint8_t)
+EMBER_TRAITS(int16_t, true, unsigned, uint16_t)
+EMBER_TRAITS(uint16_t, false, unsigned, uint16_t)
+EMBER_TRAITS(int32_t, true, uint32_t, uint32_t)
+EMBER_TRAITS(uint32_t, false, uint32_t, uint32_t)
+EMBER_TRAITS(int64_t, true, uint64_t, uint64_t)
+EMBER_TRAITS(uint64_t, false, uint64_t, uint64_t)
+#undef EMBER_TRAITS
+
+// ---- integers: wrapping arithmetic, never signed-overflow UB ----
+template <typename T> EMBER_INLINE T ember_add(T a, T b) { typedef typename EmberTraits<T>::WideU U; return (T)((U)a + (U)b); }
+template <typename T> EMBER_INLINE T ember_sub(T a, T b) { typedef typename EmberTraits<T>::WideU U; return (T)((U)a - (U)b); }
+template <typename T> EMBER_INLINE T ember_mul(T a, T b) { typedef typename EmberTraits<T>::WideU U; return (T)((U)a * (U)b); }
+template <typename T> EMBER_INLINE T ember_neg(T a) { typedef typename EmberTraits<T>::WideU U; return (T)((U)0 - (U)a); }
+template <typename T> EMBER_INLINE bool ember_isneg(T a) {
+  if constexpr (EmberTraits<T>::kSigned) return a < 0; else return false;
+}
+template <typename T> EMBER_INLINE T ember_iabs(T a) { return ember_isneg(a) ? ember_neg(a) : a; }
+template <typename T> EMBER_INLINE T ember_isign(T a) {
+  if constexpr (EmberTraits<T>::kSigned) return (T)((a > 0) - (a < 0)); else return a > 0 ? 1 : 0;
+}
+// Truncating division; b != 0 (the caller substitutes 1 and flags the error).
+template <typename T> EMBER_INLINE T ember_idiv(T a, T b) {
+  if constexpr (EmberTraits<T>::kSigned) { if (b == -1) return ember_neg(a); }
+  return (T)(a / b);
+}
+// Floor-mod (sign of the divisor); b != 0.
+template <typename T> EMBER_INLINE T ember_irem(T a, T b) {
+  if constexpr (EmberTraits<T>::kSigned) {
+    if (b == -1) return 0;
+    T r = (T)(a % b);
+    if (r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);
+    return r;
+  } else {
+    return (T)(a % b);
+  }
+}
+template <typename T> static inline T ember_ipow(T base, T exp) {
+  if (ember_isneg(exp)) {
+    if (base == 1) return 1;
+    if constexpr (EmberTraits<T>::kSigned) { if (base == -1) return (exp % 2 == 0) ? T(1) : T(-1); }
+    return 0;
+  }
+  typedef typename EmberTraits<T>::WideU U;
+  typedef typename EmberTraits<T>::U E;
+  U result = 1;
+  U b = (U)base;
+  E e = (E)exp;
+  while (e != 0) {
+    if (e & 1u) result = (U)(result * b);
+    b = (U)(b * b);
+    e = (E)(e >> 1);
+  }
+  return (T)result;
+}
+template <typename T> EMBER_INLINE bool ember_shift_oor(T b) {
+  return ember_isneg(b) || (uint64_t)b >= 8 * sizeof(T);
+}
+template <typename T> EMBER_INLINE T ember_shl(T a, T b) {
+  typedef typename EmberTraits<T>::WideU U;
+  return ember_shift_oor(b) ? (T)0 : (T)((U)a << (int)b);
+}
+template <typename T> EMBER_INLINE T ember_shrl(T a, T b) {
+  typedef typename EmberTraits<T>::U U;
+  return ember_shift_oor(b) ? (T)0 : (T)((U)a >> (int)b);
+}
+template <typename T> EMBER_INLINE T ember_shra(T a, T b) {
+  if (ember_shift_oor(b)) return ember_isneg(a) ? (T)-1 : (T)0;
+  return (T)(a >> (int)b);
+}
+template <typename T> EMBER_INLINE T ember_imax(T a, T b) { return a < b ? b : a; }
+template <typename T> EMBER_INLINE T ember_imin(T a, T b) { return b < a ? b : a; }
+
+// ---- floats ----
+template <typename C> EMBER_INLINE C ember_fmax(C a, C b) {
+  if (__builtin_isnan(a)) return a;
+  if (__builtin_isnan(b)) return b;
+  return a < b ? b : a;
+}
+template <typename C> EMBER_INLINE C ember_fmin(C a, C b) {
+  if (__builtin_isnan(a)) return a;
+  if (__builtin_isnan(b)) return b;
+  return b < a ? b : a;
+}
+EMBER_INLINE float ember_fmod(float a, float b) { return __builtin_fmodf(a, b); }
+EMBER_INLINE double ember_fmod(double a, double b) { return __builtin_fmod(a, b); }
+template <typename C> EMBER_INLINE C ember_frem(C a, C b) {
+  C r = ember_fmod(a, b);
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+template <typename C> EMBER_INLINE C ember_fsign(C a) {
+  if (a > 0) return C(1);
+  if (a < 0) return C(-1);
+  return C(0);  // +-0 and NaN
+}
+EMBER_INLINE float ember_logistic(float a) { return 1.0f / (1.0f + __builtin_expf(-a)); }
+EMBER_INLINE double ember_logistic(double a) { return 1.0 / (1.0 + __builtin_exp(-a)); }
+// Keeps GCC from constant-folding a libm call with MPFR (which may differ
+// from libm by an ulp): only applied to values that are compile-time constants.
+EMBER_INLINE float ember_opaque(float x) { __asm__("" : "+x"(x)); return x; }
+EMBER_INLINE double ember_opaque(double x) { __asm__("" : "+x"(x)); return x; }
+
+// ---- 16-bit floats (as dtype.h / dtype.cc) ----
+EMBER_INLINE float ember_bits_to_f32(uint32_t b) { float f; __builtin_memcpy(&f, &b, 4); return f; }
+EMBER_INLINE uint32_t ember_f32_to_bits(float f) { uint32_t b; __builtin_memcpy(&b, &f, 4); return b; }
+EMBER_INLINE uint16_t ember_f32_to_bf16(float f) {
+  uint32_t b = ember_f32_to_bits(f);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40);
+  uint32_t lsb = (b >> 16) & 1u;
+  b += 0x7fffu + lsb;
+  return (uint16_t)(b >> 16);
+}
+EMBER_INLINE float ember_bf16_to_f32(uint16_t h) { return ember_bits_to_f32((uint32_t)h << 16); }
+EMBER_INLINE float ember_round_bf16(float f) { return ember_bf16_to_f32(ember_f32_to_bf16(f)); }
+static inline uint16_t ember_f32_to_f16(float f) {
+  uint32_t x = ember_f32_to_bits(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  uint32_t absx = x & 0x7fffffffu;
+  if (absx > 0x7f800000u) return sign | 0x7e00u;
+  if (absx >= 0x477ff000u) return sign | 0x7c00u;
+  if (absx >= 0x38800000u) {
+    uint32_t mant = absx & 0x7fffffu;
+    uint32_t exp = (absx >> 23) - 127 + 15;
+    uint32_t h = (exp << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+  }
+  if (absx < 0x33000000u) return sign;
+  uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
+  int shift = 126 - (int)(absx >> 23);
+  uint32_t h = mant >> shift;
+  uint32_t rem = mant & ((1u << shift) - 1);
+  uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (h & 1u))) h++;
+  return (uint16_t)(sign | h);
+}
+static inline float ember_f16_to_f32(uint16_t h) {
+  uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) return ember_bits_to_f32(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    if (mant == 0) return ember_bits_to_f32(sign);
+    float v = (float)mant * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+  }
+  return ember_bits_to_f32(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+EMBER_INLINE float ember_round_f16(float f) { return ember_f16_to_f32(ember_f32_to_f16(f)); }
+
+// ---- float -> integer (PyTorch on x86; element_access.h) ----
+EMBER_INLINE int64_t ember_f2s64(double x) {
+  if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) return (int64_t)(-9223372036854775807LL - 1);
+  return (int64_t)x;
+}
+EMBER_INLINE int32_t ember_f2s32(double x) {
+  if (!(x > -2147483649.0 && x < 2147483648.0)) return (int32_t)(-2147483647 - 1);
+  return (int32_t)x;
+}
+EMBER_INLINE uint64_t ember_f2u64(double x) {
+  const double kTwo63 = 9223372036854775808.0;
+  if (x >= kTwo63) return (uint64_t)ember_f2s64(x - kTwo63) ^ ((uint64_t)1 << 63);
+  return (uint64_t)ember_f2s64(x);
+}
+
+// ---- pairwise combination of block results (float add/multiply reduce) ----
+// A binary counter of partial results: level-k entries cover 2^k blocks, so
+// the combination tree has depth <= log2(#blocks) + 1.
+template <typename A> struct EmberPairwise {
+  A v[64];
+  int level[64];
+  int n = 0;
+  template <typename F> EMBER_INLINE void Push(A x, F combine) {
+    int l = 0;
+    while (n > 0 && level[n - 1] == l) { x = combine(v[n - 1], x); --n; ++l; }
+    v[n] = x; level[n] = l; ++n;
+  }
+  template <typename F> EMBER_INLINE A Finish(A identity, F combine) {
+    if (n == 0) return identity;
+    A r = v[n - 1];
+    for (int i = n - 2; i >= 0; --i) r = combine(v[i], r);
+    return r;
+  }
+};
+
+}  // namespace
+)EMBER_PRELUDE";
+}
+
+}  // namespace ember::codegen
