@@ -26,15 +26,21 @@ AccKind ChooseAcc(DType result, DType a, DType b) {
 
 template <typename T>
 T LoadAcc(DType t, const void* base, int64_t i) {
-  if constexpr (std::is_same_v<T, float>) return LoadFloat(t, base, i);
-  else if constexpr (std::is_same_v<T, double>) return LoadDouble(t, base, i);
-  else return LoadBits(t, base, i);  // floats never reach an integer accumulation
+  if constexpr (std::is_same_v<T, float>)
+    return LoadFloat(t, base, i);
+  else if constexpr (std::is_same_v<T, double>)
+    return LoadDouble(t, base, i);
+  else
+    return LoadBits(t, base, i);  // floats never reach an integer accumulation
 }
 template <typename T>
 void StoreAcc(DType t, void* base, int64_t i, T v) {
-  if constexpr (std::is_same_v<T, float>) StoreFloat(t, base, i, v);
-  else if constexpr (std::is_same_v<T, double>) StoreDouble(t, base, i, v);
-  else StoreBits(t, base, i, v);
+  if constexpr (std::is_same_v<T, float>)
+    StoreFloat(t, base, i, v);
+  else if constexpr (std::is_same_v<T, double>)
+    StoreDouble(t, base, i, v);
+  else
+    StoreBits(t, base, i, v);
 }
 
 // Copies `x` into a dense [groups..., ...] buffer of T whose dims are the
@@ -129,12 +135,20 @@ StatusOr<Literal> DotGeneral(const Node& n, const Literal& lhs, const Literal& r
   }
   std::vector<int64_t> lorder(lb.begin(), lb.end()), rorder(rb.begin(), rb.end());
   for (int d = 0; d < ls.rank(); ++d) {
-    if (!lused[d]) { lorder.push_back(d); expect_dims.push_back(ls.dim(d)); m *= ls.dim(d); }
+    if (!lused[d]) {
+      lorder.push_back(d);
+      expect_dims.push_back(ls.dim(d));
+      m *= ls.dim(d);
+    }
   }
   for (int64_t d : lc) lorder.push_back(d);
   for (int64_t d : rc) rorder.push_back(d);
   for (int d = 0; d < rs.rank(); ++d) {
-    if (!rused[d]) { rorder.push_back(d); expect_dims.push_back(rs.dim(d)); nn *= rs.dim(d); }
+    if (!rused[d]) {
+      rorder.push_back(d);
+      expect_dims.push_back(rs.dim(d));
+      nn *= rs.dim(d);
+    }
   }
   if (expect_dims != n.shape.dims()) {
     return NodeInvalid(n, "result shape ", n.shape.ToString(), " does not match ", ls.ToString(),
@@ -169,7 +183,8 @@ void ConvLoop(const std::vector<T>& a, const std::vector<T>& w, const Shape& ls,
     k_sp.push_back(ws.dim(d + 2));
     o_sp.push_back(os.dim(d + 2));
   }
-  const int64_t in_size = NumElements(in_sp), k_size = NumElements(k_sp), o_size = NumElements(o_sp);
+  const int64_t in_size = NumElements(in_sp), k_size = NumElements(k_sp),
+                o_size = NumElements(o_sp);
   const std::vector<int64_t> in_str = RowMajorStrides(in_sp), k_str = RowMajorStrides(k_sp);
   std::vector<int64_t> oidx(ns, 0), kidx(ns, 0);
   // For each (output position, kernel position): input offset or -1.
@@ -180,7 +195,10 @@ void ConvLoop(const std::vector<T>& a, const std::vector<T>& w, const Shape& ls,
       int64_t off = 0;
       for (int d = 0; d < ns; ++d) {
         const int64_t i = tap[d][oidx[d] * k_sp[d] + kidx[d]];
-        if (i < 0) { off = -1; break; }
+        if (i < 0) {
+          off = -1;
+          break;
+        }
         off += i * in_str[d];
       }
       offs[kk] = off;
@@ -231,7 +249,8 @@ StatusOr<Literal> Convolution(const Node& n, const Literal& lhs, const Literal& 
   }
   std::vector<std::vector<int64_t>> tap(ns);
   for (int d = 0; d < ns; ++d) {
-    if (strides[d] < 1 || ldil[d] < 1 || rdil[d] < 1) return NodeInvalid(n, "bad stride or dilation");
+    if (strides[d] < 1 || ldil[d] < 1 || rdil[d] < 1)
+      return NodeInvalid(n, "bad stride or dilation");
     const int64_t in = ls.dim(d + 2), kw = ws.dim(d + 2);
     const int64_t dilated_in = in == 0 ? 0 : (in - 1) * ldil[d] + 1;
     const int64_t padded = dilated_in + lo[d] + hi[d];
@@ -251,14 +270,18 @@ StatusOr<Literal> Convolution(const Node& n, const Literal& lhs, const Literal& 
     }
   }
   std::vector<int64_t> lorder, rorder;
-  for (int d = 0; d < ls.rank(); ++d) { lorder.push_back(d); rorder.push_back(d); }
+  for (int d = 0; d < ls.rank(); ++d) {
+    lorder.push_back(d);
+    rorder.push_back(d);
+  }
   Literal out(n.shape);
   switch (ChooseAcc(n.shape.dtype(), ls.dtype(), ws.dtype())) {
     case AccKind::kFloat:
       ConvLoop<float>(Pack<float>(lhs, lorder), Pack<float>(rhs, rorder), ls, ws, tap, groups, out);
       break;
     case AccKind::kDouble:
-      ConvLoop<double>(Pack<double>(lhs, lorder), Pack<double>(rhs, rorder), ls, ws, tap, groups, out);
+      ConvLoop<double>(Pack<double>(lhs, lorder), Pack<double>(rhs, rorder), ls, ws, tap, groups,
+                       out);
       break;
     case AccKind::kInt:
       ConvLoop<uint64_t>(Pack<uint64_t>(lhs, lorder), Pack<uint64_t>(rhs, rorder), ls, ws, tap,
@@ -273,9 +296,12 @@ StatusOr<Literal> Convolution(const Node& n, const Literal& lhs, const Literal& 
 StatusOr<Literal> EvalContraction(const Node& n, const Operands& in) {
   if (in.size() != 2) return NodeInvalid(n, "expected two operands, got ", in.size());
   switch (n.op) {
-    case OpKind::kDotGeneral: return DotGeneral(n, *in[0], *in[1]);
-    case OpKind::kConvolution: return Convolution(n, *in[0], *in[1]);
-    default: return EMBER_INTERNAL_ERROR(NodeLabel(n), " is not a contraction op");
+    case OpKind::kDotGeneral:
+      return DotGeneral(n, *in[0], *in[1]);
+    case OpKind::kConvolution:
+      return Convolution(n, *in[0], *in[1]);
+    default:
+      return EMBER_INTERNAL_ERROR(NodeLabel(n), " is not a contraction op");
   }
 }
 

@@ -60,7 +60,8 @@ TEST(DotGeneralTest, TransposedOperandsAndBatchNotLeading) {
   DotDims t;
   t.lhs_contracting = {0};
   t.rhs_contracting = {0};
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Dot(F32Lit({2, 2}, {1, 2, 3, 4}), F32Lit({2, 2}, {5, 6, 7, 8}), t));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r,
+                             Dot(F32Lit({2, 2}, {1, 2, 3, 4}), F32Lit({2, 2}, {5, 6, 7, 8}), t));
   // A^T = [[1,3],[2,4]]; A^T B = [[26, 30], [38, 44]]
   EXPECT_EQ(Doubles(r), (std::vector<double>{26, 30, 38, 44}));
   // lhs [m=2, b=2, k=2], rhs [k=2, b=2]: result [b, m].
@@ -124,7 +125,8 @@ TEST(DotGeneralTest, IntegersWrap) {
   EMBER_ASSERT_OK_AND_ASSIGN(Literal w, Dot(a, b, MatMulDims(), DType::kS32));
   EXPECT_EQ(Ints(w), (std::vector<int64_t>{300}));
   Literal n = IntLit(DType::kS32, {1, 2}, {-3, 2});
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal neg, Dot(n, IntLit(DType::kS32, {2, 1}, {5, 1}), MatMulDims()));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal neg,
+                             Dot(n, IntLit(DType::kS32, {2, 1}, {5, 1}), MatMulDims()));
   EXPECT_EQ(Ints(neg), (std::vector<int64_t>{-13}));
   Literal u = IntLit(DType::kU8, {1, 1}, {200});
   EMBER_ASSERT_OK_AND_ASSIGN(Literal ru, Dot(u, u, MatMulDims()));
@@ -200,7 +202,8 @@ TEST(ConvolutionTest, LhsDilationIsTransposedConv) {
   c.lhs_dilation = {2};
   c.padding_low = {1};
   c.padding_high = {1};
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Conv(F32Lit({1, 1, 3}, {1, 2, 3}), F32Lit({1, 1, 2}, {1, 1}), c));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r,
+                             Conv(F32Lit({1, 1, 3}, {1, 2, 3}), F32Lit({1, 1, 2}, {1, 1}), c));
   EXPECT_EQ(r.shape(), F32({1, 1, 6}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{1, 1, 2, 2, 3, 3}));
 }
@@ -237,7 +240,8 @@ std::vector<double> NaiveConv2D(const std::vector<double>& x, int N, int C, int 
     for (int ch = 0; ch < C; ++ch)
       for (int y = 0; y < H; ++y)
         for (int xx = 0; xx < W; ++xx)
-          pad[((n * C + ch) * DH + plh + y * ldh) * DW + plw + xx * ldw] = x[((n * C + ch) * H + y) * W + xx];
+          pad[((n * C + ch) * DH + plh + y * ldh) * DW + plw + xx * ldw] =
+              x[((n * C + ch) * H + y) * W + xx];
   const int EKH = (KH - 1) * rdh + 1, EKW = (KW - 1) * rdw + 1;
   *OH = DH < EKH ? 0 : (DH - EKH) / sh + 1;
   *OW = DW < EKW ? 0 : (DW - EKW) / sw + 1;
@@ -252,7 +256,8 @@ std::vector<double> NaiveConv2D(const std::vector<double>& x, int N, int C, int 
           for (int ci = 0; ci < Cg; ++ci)
             for (int ky = 0; ky < KH; ++ky)
               for (int kx = 0; kx < KW; ++kx)
-                s += pad[((n * C + g * Cg + ci) * DH + y * sh + ky * rdh) * DW + xx * sw + kx * rdw] *
+                s += pad[((n * C + g * Cg + ci) * DH + y * sh + ky * rdh) * DW + xx * sw +
+                         kx * rdw] *
                      w[((o * Cg + ci) * KH + ky) * KW + kx];
           out.push_back(s);
         }
@@ -270,7 +275,10 @@ std::vector<double> SmallInts(int n, int seed) {
 }
 
 TEST(ConvolutionTest, TwoDAgainstNaiveLoop) {
-  struct Case { int N, C, H, W, O, KH, KW; ConvConfig c; };
+  struct Case {
+    int N, C, H, W, O, KH, KW;
+    ConvConfig c;
+  };
   std::vector<Case> cases;
   cases.push_back({1, 1, 4, 4, 1, 3, 3, {}});
   {
@@ -314,9 +322,10 @@ TEST(ConvolutionTest, TwoDAgainstNaiveLoop) {
     const int cg = k.C / static_cast<int>(k.c.feature_group_count);
     std::vector<double> wv = SmallInts(k.O * cg * k.KH * k.KW, seed + 100);
     int oh = 0, ow = 0;
-    std::vector<double> want = NaiveConv2D(xv, k.N, k.C, k.H, k.W, wv, k.O, k.KH, k.KW, k.c, &oh, &ow);
-    EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Conv(F32Lit({k.N, k.C, k.H, k.W}, xv),
-                                               F32Lit({k.O, cg, k.KH, k.KW}, wv), k.c));
+    std::vector<double> want =
+        NaiveConv2D(xv, k.N, k.C, k.H, k.W, wv, k.O, k.KH, k.KW, k.c, &oh, &ow);
+    EMBER_ASSERT_OK_AND_ASSIGN(
+        Literal r, Conv(F32Lit({k.N, k.C, k.H, k.W}, xv), F32Lit({k.O, cg, k.KH, k.KW}, wv), k.c));
     ASSERT_EQ(r.shape(), F32({k.N, k.O, oh, ow})) << "case " << seed;
     EXPECT_EQ(Doubles(r), want) << "case " << seed;
   }
@@ -341,10 +350,12 @@ TEST(ConvolutionTest, ThreeDOnesCountValidTaps) {
   ConvConfig c;
   c.padding_low = {1, 1, 1};
   c.padding_high = {0, 0, 0};
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Conv(F32Lit({1, 1, 2, 2, 2}, std::vector<double>(8, 1)),
-                                             F32Lit({1, 1, 2, 2, 2}, std::vector<double>(8, 1)), c));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r,
+                             Conv(F32Lit({1, 1, 2, 2, 2}, std::vector<double>(8, 1)),
+                                  F32Lit({1, 1, 2, 2, 2}, std::vector<double>(8, 1)), c));
   ASSERT_EQ(r.shape(), F32({1, 1, 2, 2, 2}));
-  // output (i,j,k) covers padded positions {i,i+1}x...; inside count = prod over dims (1 if idx 0 else 2)
+  // output (i,j,k) covers padded positions {i,i+1}x...; inside count = prod over dims (1 if idx 0
+  // else 2)
   std::vector<double> want;
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j)
@@ -354,8 +365,9 @@ TEST(ConvolutionTest, ThreeDOnesCountValidTaps) {
 
 TEST(ConvolutionTest, BF16InputAccumulatesInF32) {
   // 300 ones through a 1x300 kernel: a bf16 running sum would stall at 256.
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Conv(Lit(DType::kBF16, {1, 300, 1}, std::vector<double>(300, 1)),
-                                             Lit(DType::kBF16, {1, 300, 1}, std::vector<double>(300, 1)), {}));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r,
+                             Conv(Lit(DType::kBF16, {1, 300, 1}, std::vector<double>(300, 1)),
+                                  Lit(DType::kBF16, {1, 300, 1}, std::vector<double>(300, 1)), {}));
   EXPECT_EQ(r.GetDouble(0), 300);
 }
 

@@ -97,9 +97,8 @@ StatusOr<std::vector<int64_t>> ReadStarts(const Node& n, const Operands& in, siz
     int64_t hi = x.dim(d) - size[d];
     if (huge || v < 0 || v > hi) {
       std::string shown = huge ? std::to_string(static_cast<uint64_t>(v)) : std::to_string(v);
-      return NodeOutOfRange(n, "start index ", shown, " for dimension ", d,
-                            " out of range [0, ", hi, "] (dimension size ", x.dim(d),
-                            ", slice size ", size[d], ")");
+      return NodeOutOfRange(n, "start index ", shown, " for dimension ", d, " out of range [0, ",
+                            hi, "] (dimension size ", x.dim(d), ", slice size ", size[d], ")");
     }
     starts[d] = v;
   }
@@ -173,7 +172,8 @@ StatusOr<Literal> Pad(const Node& n, const Literal& x, const Literal& value) {
   {
     // Fill with the padding value.
     uint8_t* o = Bytes(out);
-    for (int64_t i = 0, e = out.num_elements(); i < e; ++i) std::memcpy(o + i * es, value.data(), es);
+    for (int64_t i = 0, e = out.num_elements(); i < e; ++i)
+      std::memcpy(o + i * es, value.data(), es);
   }
   std::vector<int64_t> xs = x.shape().strides(), os = n.shape.strides();
   std::vector<int64_t> count(rank), dst_strides(rank);
@@ -222,18 +222,27 @@ StatusOr<Literal> Reverse(const Node& n, const Literal& x) {
 StatusOr<Literal> EvalDataMovement(const Node& n, const Operands& in) {
   if (in.empty()) return NodeInvalid(n, "missing operands");
   switch (n.op) {
-    case OpKind::kBroadcastInDim: return BroadcastInDim(n, *in[0]);
-    case OpKind::kReshape: return Reshape(n, *in[0]);
-    case OpKind::kTranspose: return Transpose(n, *in[0]);
-    case OpKind::kSlice: return Slice(n, *in[0]);
-    case OpKind::kDynamicSlice: return DynamicSlice(n, in);
-    case OpKind::kDynamicUpdateSlice: return DynamicUpdateSlice(n, in);
-    case OpKind::kConcatenate: return Concatenate(n, in);
+    case OpKind::kBroadcastInDim:
+      return BroadcastInDim(n, *in[0]);
+    case OpKind::kReshape:
+      return Reshape(n, *in[0]);
+    case OpKind::kTranspose:
+      return Transpose(n, *in[0]);
+    case OpKind::kSlice:
+      return Slice(n, *in[0]);
+    case OpKind::kDynamicSlice:
+      return DynamicSlice(n, in);
+    case OpKind::kDynamicUpdateSlice:
+      return DynamicUpdateSlice(n, in);
+    case OpKind::kConcatenate:
+      return Concatenate(n, in);
     case OpKind::kPad:
       if (in.size() != 2) return NodeInvalid(n, "expected operand and padding value");
       return Pad(n, *in[0], *in[1]);
-    case OpKind::kReverse: return Reverse(n, *in[0]);
-    default: return EMBER_INTERNAL_ERROR(NodeLabel(n), " is not a data-movement op");
+    case OpKind::kReverse:
+      return Reverse(n, *in[0]);
+    default:
+      return EMBER_INTERNAL_ERROR(NodeLabel(n), " is not a data-movement op");
   }
 }
 

@@ -85,7 +85,10 @@ TEST(DataMovementTest, TransposeComplexAndBF16MoveBits) {
   auto hy = b.Transpose(h, {1, 0});
   Literal c(Shape(DType::kC64, {2, 2}));
   auto* cp = c.data_as<std::complex<float>>();
-  cp[0] = {1, -1}; cp[1] = {2, -2}; cp[2] = {3, -3}; cp[3] = {4, -4};
+  cp[0] = {1, -1};
+  cp[1] = {2, -2};
+  cp[2] = {3, -3};
+  cp[3] = {4, -4};
   Literal bf = Lit(DType::kBF16, {2, 2}, {1.5, -2, 3.25, 1e30});
   auto r = testing::BuildAndRun(b, {y, hy}, {c, bf});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -122,7 +125,8 @@ TEST(DataMovementTest, DynamicSliceInRange) {
   std::vector<double> v;
   for (int k = 0; k < 12; ++k) v.push_back(k);
   EMBER_ASSERT_OK_AND_ASSIGN(
-      Literal r, Run1(b, y, {F32Lit({3, 4}, v), IntLit(DType::kS32, {}, {1}), IntLit(DType::kU8, {}, {2})}));
+      Literal r,
+      Run1(b, y, {F32Lit({3, 4}, v), IntLit(DType::kS32, {}, {1}), IntLit(DType::kU8, {}, {2})}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{6, 7, 10, 11}));
 }
 
@@ -133,11 +137,12 @@ TEST(DataMovementTest, DynamicSliceOutOfRangeIsAnErrorNotClamped) {
     auto i = b.Parameter(1, Shape(DType::kS64, {}));
     auto j = b.ConstantScalar(DType::kS32, 0);
     auto y = b.DynamicSlice(x, {i, j}, {2, 2});
-    auto r = Run1(b, y, {F32Lit({3, 4}, std::vector<double>(12, 0)), IntLit(DType::kS64, {}, {start})});
+    auto r =
+        Run1(b, y, {F32Lit({3, 4}, std::vector<double>(12, 0)), IntLit(DType::kS64, {}, {start})});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
-    EXPECT_TRUE(testing::HasAll(r.status().message(),
-                                {"dynamic-slice %" + std::to_string(y), std::to_string(start), "[0, 1]"}))
+    EXPECT_TRUE(testing::HasAll(r.status().message(), {"dynamic-slice %" + std::to_string(y),
+                                                       std::to_string(start), "[0, 1]"}))
         << r.status().message();
   }
 }
@@ -152,7 +157,8 @@ TEST(DataMovementTest, DynamicSliceHugeUnsignedIndex) {
   auto r = Run1(b, y, {F32Lit({4}, {0, 1, 2, 3}), idx});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
-  EXPECT_NE(r.status().message().find("18446744073709551615"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("18446744073709551615"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(DataMovementTest, DynamicUpdateSlice) {
@@ -186,7 +192,8 @@ TEST(DataMovementTest, ConcatenateThreeAlongDim1) {
   auto z = b.Parameter(2, F32({2, 0}));
   auto c = b.Concatenate({x, y, z, x}, 1);
   EMBER_ASSERT_OK_AND_ASSIGN(
-      Literal r, Run1(b, c, {F32Lit({2, 1}, {1, 2}), F32Lit({2, 2}, {3, 4, 5, 6}), F32Lit({2, 0}, {})}));
+      Literal r,
+      Run1(b, c, {F32Lit({2, 1}, {1, 2}), F32Lit({2, 2}, {3, 4, 5, 6}), F32Lit({2, 0}, {})}));
   EXPECT_EQ(r.shape(), F32({2, 4}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{1, 3, 4, 1, 2, 5, 6, 2}));
 }
@@ -241,7 +248,9 @@ TEST(DataMovementTest, ReverseC128) {
   auto y = b.Reverse(x, {0});
   Literal c(Shape(DType::kC128, {3}));
   auto* cp = c.data_as<std::complex<double>>();
-  cp[0] = {1, 2}; cp[1] = {3, 4}; cp[2] = {5, 6};
+  cp[0] = {1, 2};
+  cp[1] = {3, 4};
+  cp[2] = {5, 6};
   EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Run1(b, y, {c}));
   EXPECT_EQ(r.GetComplex(0), std::complex<double>(5, 6));
   EXPECT_EQ(r.GetComplex(1), std::complex<double>(3, 4));

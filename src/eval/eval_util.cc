@@ -31,46 +31,75 @@ StatusOr<std::vector<int64_t>> GetIntsOr(const Node& n, const std::string& key, 
 
 double LoadDouble(DType t, const void* base, int64_t i) {
   switch (t) {
-    case DType::kPred: return static_cast<const uint8_t*>(base)[i] != 0 ? 1.0 : 0.0;
-    case DType::kS8: return static_cast<const int8_t*>(base)[i];
-    case DType::kS16: return static_cast<const int16_t*>(base)[i];
-    case DType::kS32: return static_cast<const int32_t*>(base)[i];
-    case DType::kS64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case DType::kU8: return static_cast<const uint8_t*>(base)[i];
-    case DType::kU16: return static_cast<const uint16_t*>(base)[i];
-    case DType::kU32: return static_cast<const uint32_t*>(base)[i];
-    case DType::kU64: return static_cast<double>(static_cast<const uint64_t*>(base)[i]);
-    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DType::kBF16: return BF16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DType::kF32: return static_cast<const float*>(base)[i];
-    case DType::kF64: return static_cast<const double*>(base)[i];
-    case DType::kC64: return static_cast<const float*>(base)[2 * i];
-    case DType::kC128: return static_cast<const double*>(base)[2 * i];
+    case DType::kPred:
+      return static_cast<const uint8_t*>(base)[i] != 0 ? 1.0 : 0.0;
+    case DType::kS8:
+      return static_cast<const int8_t*>(base)[i];
+    case DType::kS16:
+      return static_cast<const int16_t*>(base)[i];
+    case DType::kS32:
+      return static_cast<const int32_t*>(base)[i];
+    case DType::kS64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DType::kU8:
+      return static_cast<const uint8_t*>(base)[i];
+    case DType::kU16:
+      return static_cast<const uint16_t*>(base)[i];
+    case DType::kU32:
+      return static_cast<const uint32_t*>(base)[i];
+    case DType::kU64:
+      return static_cast<double>(static_cast<const uint64_t*>(base)[i]);
+    case DType::kF16:
+      return F16ToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DType::kBF16:
+      return BF16ToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF32:
+      return static_cast<const float*>(base)[i];
+    case DType::kF64:
+      return static_cast<const double*>(base)[i];
+    case DType::kC64:
+      return static_cast<const float*>(base)[2 * i];
+    case DType::kC128:
+      return static_cast<const double*>(base)[2 * i];
   }
   return 0;
 }
 
 float LoadFloat(DType t, const void* base, int64_t i) {
   switch (t) {
-    case DType::kF16: return F16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DType::kBF16: return BF16ToFloat(static_cast<const uint16_t*>(base)[i]);
-    case DType::kF32: return static_cast<const float*>(base)[i];
-    default: return static_cast<float>(LoadDouble(t, base, i));
+    case DType::kF16:
+      return F16ToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DType::kBF16:
+      return BF16ToFloat(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF32:
+      return static_cast<const float*>(base)[i];
+    default:
+      return static_cast<float>(LoadDouble(t, base, i));
   }
 }
 
 uint64_t LoadBits(DType t, const void* base, int64_t i) {
   switch (t) {
-    case DType::kPred: return static_cast<const uint8_t*>(base)[i] != 0 ? 1 : 0;
-    case DType::kS8: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<const int8_t*>(base)[i]));
-    case DType::kS16: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<const int16_t*>(base)[i]));
-    case DType::kS32: return static_cast<uint64_t>(static_cast<int64_t>(static_cast<const int32_t*>(base)[i]));
-    case DType::kS64: return static_cast<uint64_t>(static_cast<const int64_t*>(base)[i]);
-    case DType::kU8: return static_cast<const uint8_t*>(base)[i];
-    case DType::kU16: return static_cast<const uint16_t*>(base)[i];
-    case DType::kU32: return static_cast<const uint32_t*>(base)[i];
-    case DType::kU64: return static_cast<const uint64_t*>(base)[i];
-    default: return 0;  // floats and complex are not integer data
+    case DType::kPred:
+      return static_cast<const uint8_t*>(base)[i] != 0 ? 1 : 0;
+    case DType::kS8:
+      return static_cast<uint64_t>(static_cast<int64_t>(static_cast<const int8_t*>(base)[i]));
+    case DType::kS16:
+      return static_cast<uint64_t>(static_cast<int64_t>(static_cast<const int16_t*>(base)[i]));
+    case DType::kS32:
+      return static_cast<uint64_t>(static_cast<int64_t>(static_cast<const int32_t*>(base)[i]));
+    case DType::kS64:
+      return static_cast<uint64_t>(static_cast<const int64_t*>(base)[i]);
+    case DType::kU8:
+      return static_cast<const uint8_t*>(base)[i];
+    case DType::kU16:
+      return static_cast<const uint16_t*>(base)[i];
+    case DType::kU32:
+      return static_cast<const uint32_t*>(base)[i];
+    case DType::kU64:
+      return static_cast<const uint64_t*>(base)[i];
+    default:
+      return 0;  // floats and complex are not integer data
   }
 }
 
@@ -82,25 +111,44 @@ int64_t LoadIndex(DType t, const void* base, int64_t i, bool* huge) {
 
 void StoreFloat(DType t, void* base, int64_t i, float v) {
   switch (t) {
-    case DType::kF16: static_cast<uint16_t*>(base)[i] = FloatToF16(v); return;
-    case DType::kBF16: static_cast<uint16_t*>(base)[i] = FloatToBF16(v); return;
-    case DType::kF32: static_cast<float*>(base)[i] = v; return;
-    default: StoreDouble(t, base, i, v); return;
+    case DType::kF16:
+      static_cast<uint16_t*>(base)[i] = FloatToF16(v);
+      return;
+    case DType::kBF16:
+      static_cast<uint16_t*>(base)[i] = FloatToBF16(v);
+      return;
+    case DType::kF32:
+      static_cast<float*>(base)[i] = v;
+      return;
+    default:
+      StoreDouble(t, base, i, v);
+      return;
   }
 }
 
 void StoreDouble(DType t, void* base, int64_t i, double v) {
   switch (t) {
-    case DType::kF16: static_cast<uint16_t*>(base)[i] = FloatToF16(static_cast<float>(v)); return;
-    case DType::kBF16: static_cast<uint16_t*>(base)[i] = FloatToBF16(static_cast<float>(v)); return;
-    case DType::kF32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
-    case DType::kF64: static_cast<double*>(base)[i] = v; return;
-    case DType::kPred: static_cast<uint8_t*>(base)[i] = v != 0 ? 1 : 0; return;
+    case DType::kF16:
+      static_cast<uint16_t*>(base)[i] = FloatToF16(static_cast<float>(v));
+      return;
+    case DType::kBF16:
+      static_cast<uint16_t*>(base)[i] = FloatToBF16(static_cast<float>(v));
+      return;
+    case DType::kF32:
+      static_cast<float*>(base)[i] = static_cast<float>(v);
+      return;
+    case DType::kF64:
+      static_cast<double*>(base)[i] = v;
+      return;
+    case DType::kPred:
+      static_cast<uint8_t*>(base)[i] = v != 0 ? 1 : 0;
+      return;
     default: {
       // Integer destinations: truncate toward zero when representable, else
       // 0 (contractions never produce this mix; kept defined, never UB).
       uint64_t bits = 0;
-      if (std::isfinite(v) && std::fabs(v) < 9.2e18) bits = static_cast<uint64_t>(static_cast<int64_t>(v));
+      if (std::isfinite(v) && std::fabs(v) < 9.2e18)
+        bits = static_cast<uint64_t>(static_cast<int64_t>(v));
       StoreBits(t, base, i, bits);
       return;
     }
@@ -109,12 +157,28 @@ void StoreDouble(DType t, void* base, int64_t i, double v) {
 
 void StoreBits(DType t, void* base, int64_t i, uint64_t bits) {
   switch (t) {
-    case DType::kPred: static_cast<uint8_t*>(base)[i] = bits != 0 ? 1 : 0; return;
-    case DType::kS8: case DType::kU8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(bits); return;
-    case DType::kS16: case DType::kU16: static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(bits); return;
-    case DType::kS32: case DType::kU32: static_cast<uint32_t*>(base)[i] = static_cast<uint32_t>(bits); return;
-    case DType::kS64: case DType::kU64: static_cast<uint64_t*>(base)[i] = bits; return;
-    default: StoreDouble(t, base, i, static_cast<double>(static_cast<int64_t>(bits))); return;
+    case DType::kPred:
+      static_cast<uint8_t*>(base)[i] = bits != 0 ? 1 : 0;
+      return;
+    case DType::kS8:
+    case DType::kU8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(bits);
+      return;
+    case DType::kS16:
+    case DType::kU16:
+      static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(bits);
+      return;
+    case DType::kS32:
+    case DType::kU32:
+      static_cast<uint32_t*>(base)[i] = static_cast<uint32_t>(bits);
+      return;
+    case DType::kS64:
+    case DType::kU64:
+      static_cast<uint64_t*>(base)[i] = bits;
+      return;
+    default:
+      StoreDouble(t, base, i, static_cast<double>(static_cast<int64_t>(bits)));
+      return;
   }
 }
 
@@ -165,12 +229,18 @@ void StridedCopy(int elem_size, const std::vector<int64_t>& dims, const uint8_t*
                  int64_t src_base, const std::vector<int64_t>& src_strides, uint8_t* dst,
                  int64_t dst_base, const std::vector<int64_t>& dst_strides) {
   switch (elem_size) {
-    case 1: return StridedCopyFixed<1>(dims, src, src_base, src_strides, dst, dst_base, dst_strides);
-    case 2: return StridedCopyFixed<2>(dims, src, src_base, src_strides, dst, dst_base, dst_strides);
-    case 4: return StridedCopyFixed<4>(dims, src, src_base, src_strides, dst, dst_base, dst_strides);
-    case 8: return StridedCopyFixed<8>(dims, src, src_base, src_strides, dst, dst_base, dst_strides);
-    case 16: return StridedCopyFixed<16>(dims, src, src_base, src_strides, dst, dst_base, dst_strides);
-    default: return;
+    case 1:
+      return StridedCopyFixed<1>(dims, src, src_base, src_strides, dst, dst_base, dst_strides);
+    case 2:
+      return StridedCopyFixed<2>(dims, src, src_base, src_strides, dst, dst_base, dst_strides);
+    case 4:
+      return StridedCopyFixed<4>(dims, src, src_base, src_strides, dst, dst_base, dst_strides);
+    case 8:
+      return StridedCopyFixed<8>(dims, src, src_base, src_strides, dst, dst_base, dst_strides);
+    case 16:
+      return StridedCopyFixed<16>(dims, src, src_base, src_strides, dst, dst_base, dst_strides);
+    default:
+      return;
   }
 }
 

@@ -17,9 +17,7 @@
 namespace ember::eval {
 
 // "gather %7"
-inline std::string NodeLabel(const Node& n) {
-  return internal::StrCat(OpName(n.op), " %", n.id);
-}
+inline std::string NodeLabel(const Node& n) { return internal::StrCat(OpName(n.op), " %", n.id); }
 
 // Errors that name the op and node: "gather %7: index 12 out of range [0, 10)".
 template <typename... Args>
@@ -82,12 +80,16 @@ struct F64Access {
 };
 struct BF16Access {
   using Acc = float;
-  static Acc Load(const void* b, int64_t i) { return BF16ToFloat(static_cast<const uint16_t*>(b)[i]); }
+  static Acc Load(const void* b, int64_t i) {
+    return BF16ToFloat(static_cast<const uint16_t*>(b)[i]);
+  }
   static void Store(void* b, int64_t i, Acc v) { static_cast<uint16_t*>(b)[i] = FloatToBF16(v); }
 };
 struct F16Access {
   using Acc = float;
-  static Acc Load(const void* b, int64_t i) { return F16ToFloat(static_cast<const uint16_t*>(b)[i]); }
+  static Acc Load(const void* b, int64_t i) {
+    return F16ToFloat(static_cast<const uint16_t*>(b)[i]);
+  }
   static void Store(void* b, int64_t i, Acc v) { static_cast<uint16_t*>(b)[i] = FloatToF16(v); }
 };
 template <typename T>
@@ -106,21 +108,48 @@ struct PredAccess {
 template <typename F>
 bool VisitRealDType(DType t, F&& f) {
   switch (t) {
-    case DType::kPred: f(PredAccess{}); return true;
-    case DType::kS8: f(IntAccess<int8_t>{}); return true;
-    case DType::kS16: f(IntAccess<int16_t>{}); return true;
-    case DType::kS32: f(IntAccess<int32_t>{}); return true;
-    case DType::kS64: f(IntAccess<int64_t>{}); return true;
-    case DType::kU8: f(IntAccess<uint8_t>{}); return true;
-    case DType::kU16: f(IntAccess<uint16_t>{}); return true;
-    case DType::kU32: f(IntAccess<uint32_t>{}); return true;
-    case DType::kU64: f(IntAccess<uint64_t>{}); return true;
-    case DType::kF16: f(F16Access{}); return true;
-    case DType::kBF16: f(BF16Access{}); return true;
-    case DType::kF32: f(F32Access{}); return true;
-    case DType::kF64: f(F64Access{}); return true;
+    case DType::kPred:
+      f(PredAccess{});
+      return true;
+    case DType::kS8:
+      f(IntAccess<int8_t>{});
+      return true;
+    case DType::kS16:
+      f(IntAccess<int16_t>{});
+      return true;
+    case DType::kS32:
+      f(IntAccess<int32_t>{});
+      return true;
+    case DType::kS64:
+      f(IntAccess<int64_t>{});
+      return true;
+    case DType::kU8:
+      f(IntAccess<uint8_t>{});
+      return true;
+    case DType::kU16:
+      f(IntAccess<uint16_t>{});
+      return true;
+    case DType::kU32:
+      f(IntAccess<uint32_t>{});
+      return true;
+    case DType::kU64:
+      f(IntAccess<uint64_t>{});
+      return true;
+    case DType::kF16:
+      f(F16Access{});
+      return true;
+    case DType::kBF16:
+      f(BF16Access{});
+      return true;
+    case DType::kF32:
+      f(F32Access{});
+      return true;
+    case DType::kF64:
+      f(F64Access{});
+      return true;
     case DType::kC64:
-    case DType::kC128: return false;
+    case DType::kC128:
+      return false;
   }
   return false;
 }
@@ -141,15 +170,24 @@ template <typename T>
 T Combine(ReduceKind k, T a, T b) {
   if constexpr (std::is_same_v<T, bool>) {
     switch (k) {
-      case ReduceKind::kAdd: case ReduceKind::kMaximum: case ReduceKind::kOr: return a || b;
-      case ReduceKind::kMultiply: case ReduceKind::kMinimum: case ReduceKind::kAnd: return a && b;
-      case ReduceKind::kAssign: return b;
+      case ReduceKind::kAdd:
+      case ReduceKind::kMaximum:
+      case ReduceKind::kOr:
+        return a || b;
+      case ReduceKind::kMultiply:
+      case ReduceKind::kMinimum:
+      case ReduceKind::kAnd:
+        return a && b;
+      case ReduceKind::kAssign:
+        return b;
     }
     return b;
   } else if constexpr (std::is_floating_point_v<T>) {
     switch (k) {
-      case ReduceKind::kAdd: return a + b;
-      case ReduceKind::kMultiply: return a * b;
+      case ReduceKind::kAdd:
+        return a + b;
+      case ReduceKind::kMultiply:
+        return a * b;
       case ReduceKind::kMaximum:
         if (std::isnan(a)) return a;
         if (std::isnan(b)) return b;
@@ -158,20 +196,30 @@ T Combine(ReduceKind k, T a, T b) {
         if (std::isnan(a)) return a;
         if (std::isnan(b)) return b;
         return b < a ? b : a;
-      case ReduceKind::kAssign: return b;
-      case ReduceKind::kAnd: case ReduceKind::kOr: return b;  // rejected earlier
+      case ReduceKind::kAssign:
+        return b;
+      case ReduceKind::kAnd:
+      case ReduceKind::kOr:
+        return b;  // rejected earlier
     }
     return b;
   } else {
     using U = uint64_t;
     switch (k) {
-      case ReduceKind::kAdd: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-      case ReduceKind::kMultiply: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-      case ReduceKind::kMaximum: return a < b ? b : a;
-      case ReduceKind::kMinimum: return b < a ? b : a;
-      case ReduceKind::kAnd: return static_cast<T>(a & b);
-      case ReduceKind::kOr: return static_cast<T>(a | b);
-      case ReduceKind::kAssign: return b;
+      case ReduceKind::kAdd:
+        return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+      case ReduceKind::kMultiply:
+        return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+      case ReduceKind::kMaximum:
+        return a < b ? b : a;
+      case ReduceKind::kMinimum:
+        return b < a ? b : a;
+      case ReduceKind::kAnd:
+        return static_cast<T>(a & b);
+      case ReduceKind::kOr:
+        return static_cast<T>(a | b);
+      case ReduceKind::kAssign:
+        return b;
     }
     return b;
   }
@@ -184,17 +232,27 @@ T CombinerIdentity(ReduceKind k) {
     return k == ReduceKind::kMultiply || k == ReduceKind::kMinimum || k == ReduceKind::kAnd;
   } else {
     switch (k) {
-      case ReduceKind::kAdd: case ReduceKind::kOr: case ReduceKind::kAssign: return T(0);
-      case ReduceKind::kMultiply: return T(1);
+      case ReduceKind::kAdd:
+      case ReduceKind::kOr:
+      case ReduceKind::kAssign:
+        return T(0);
+      case ReduceKind::kMultiply:
+        return T(1);
       case ReduceKind::kMaximum:
-        if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
-        else return std::numeric_limits<T>::lowest();
+        if constexpr (std::is_floating_point_v<T>)
+          return -std::numeric_limits<T>::infinity();
+        else
+          return std::numeric_limits<T>::lowest();
       case ReduceKind::kMinimum:
-        if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
-        else return std::numeric_limits<T>::max();
+        if constexpr (std::is_floating_point_v<T>)
+          return std::numeric_limits<T>::infinity();
+        else
+          return std::numeric_limits<T>::max();
       case ReduceKind::kAnd:
-        if constexpr (std::is_floating_point_v<T>) return T(0);
-        else return static_cast<T>(~static_cast<uint64_t>(0));
+        if constexpr (std::is_floating_point_v<T>)
+          return T(0);
+        else
+          return static_cast<T>(~static_cast<uint64_t>(0));
     }
     return T(0);
   }

@@ -21,10 +21,12 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
 // index_vector_dim (which may equal the rank: then each index vector is a
 // scalar). Returns, for every batch position in row-major order, the
 // operand-space start vector, checked so that [start, start + window) fits.
-StatusOr<std::vector<int64_t>> ReadStartOffsets(
-    const Node& n, const Literal& indices, int64_t index_vector_dim,
-    const std::vector<int64_t>& index_to_operand_dim, const Shape& operand,
-    const std::vector<int64_t>& window, std::vector<int64_t>* batch_dims_out) {
+StatusOr<std::vector<int64_t>> ReadStartOffsets(const Node& n, const Literal& indices,
+                                                int64_t index_vector_dim,
+                                                const std::vector<int64_t>& index_to_operand_dim,
+                                                const Shape& operand,
+                                                const std::vector<int64_t>& window,
+                                                std::vector<int64_t>* batch_dims_out) {
   const Shape& is = indices.shape();
   const int irank = is.rank();
   if (!IsInteger(indices.dtype())) {
@@ -33,7 +35,8 @@ StatusOr<std::vector<int64_t>> ReadStartOffsets(
   if (index_vector_dim < 0 || index_vector_dim > irank) {
     return NodeInvalid(n, "bad index_vector_dim ", index_vector_dim);
   }
-  const int64_t vec_len = index_vector_dim == irank ? 1 : is.dim(static_cast<int>(index_vector_dim));
+  const int64_t vec_len =
+      index_vector_dim == irank ? 1 : is.dim(static_cast<int>(index_vector_dim));
   if (vec_len != static_cast<int64_t>(index_to_operand_dim.size())) {
     return NodeInvalid(n, "index vector has ", vec_len, " entries but ",
                        index_to_operand_dim.size(), " operand dims are indexed");
@@ -87,7 +90,8 @@ StatusOr<Literal> Gather(const Node& n, const Literal& operand, const Literal& i
   const auto& slice_sizes = n.attrs.GetInts("slice_sizes");
   const Shape& os = operand.shape();
   if (static_cast<int>(slice_sizes.size()) != os.rank()) {
-    return NodeInvalid(n, "slice_sizes has ", slice_sizes.size(), " entries, operand rank ", os.rank());
+    return NodeInvalid(n, "slice_sizes has ", slice_sizes.size(), " entries, operand rank ",
+                       os.rank());
   }
   for (int d = 0; d < os.rank(); ++d) {
     if (slice_sizes[d] < 0 || slice_sizes[d] > os.dim(d)) {
@@ -123,7 +127,8 @@ StatusOr<Literal> Gather(const Node& n, const Literal& operand, const Literal& i
       return NodeInvalid(n, "result batch dims do not match the indices");
     }
     std::vector<int64_t> bstr = RowMajorStrides(bdims);
-    for (size_t k = 0; k < batch_result_dims.size(); ++k) batch_stride_of_dim[batch_result_dims[k]] = bstr[k];
+    for (size_t k = 0; k < batch_result_dims.size(); ++k)
+      batch_stride_of_dim[batch_result_dims[k]] = bstr[k];
     for (size_t k = 0; k < offset_dims.size(); ++k) {
       const int64_t rd = offset_dims[k];
       if (rd < 0 || rd >= rrank) return NodeInvalid(n, "bad offset dim ", rd);
@@ -162,7 +167,8 @@ StatusOr<Literal> Scatter(const Node& n, const Literal& operand, const Literal& 
   EMBER_ASSIGN_OR_RETURN(ReduceKind kind, GetReduceKind(n));
   const Shape& os = operand.shape();
   const Shape& us = updates.shape();
-  if (updates.dtype() != operand.dtype()) return NodeInvalid(n, "updates dtype differs from operand");
+  if (updates.dtype() != operand.dtype())
+    return NodeInvalid(n, "updates dtype differs from operand");
   // Window dims of the operand (not inserted) in order, walked by update_window_dims.
   std::vector<int64_t> window_operand_dims;
   for (int d = 0; d < os.rank(); ++d) {
@@ -181,8 +187,8 @@ StatusOr<Literal> Scatter(const Node& n, const Literal& operand, const Literal& 
       return NodeInvalid(n, "update window dim ", ud, " exceeds the operand");
     }
   }
-  EMBER_ASSIGN_OR_RETURN(auto starts, ReadStartOffsets(n, indices, index_vector_dim, to_operand,
-                                                       os, window, nullptr));
+  EMBER_ASSIGN_OR_RETURN(
+      auto starts, ReadStartOffsets(n, indices, index_vector_dim, to_operand, os, window, nullptr));
   const std::vector<int64_t> ostr = os.strides();
   const int urank = us.rank();
   std::vector<int64_t> scatter_stride_of_dim(urank, 0), operand_stride_of_dim(urank, 0);
@@ -198,7 +204,8 @@ StatusOr<Literal> Scatter(const Node& n, const Literal& operand, const Literal& 
       return NodeInvalid(n, "update scatter dims do not match the indices");
     }
     std::vector<int64_t> sstr = RowMajorStrides(sdims);
-    for (size_t k = 0; k < scatter_update_dims.size(); ++k) scatter_stride_of_dim[scatter_update_dims[k]] = sstr[k];
+    for (size_t k = 0; k < scatter_update_dims.size(); ++k)
+      scatter_stride_of_dim[scatter_update_dims[k]] = sstr[k];
     for (size_t k = 0; k < update_window_dims.size(); ++k) {
       operand_stride_of_dim[update_window_dims[k]] = ostr[window_operand_dims[k]];
     }
@@ -259,7 +266,8 @@ StatusOr<Literal> EvalIndexing(const Node& n, const Operands& in) {
     case OpKind::kScatter:
       if (in.size() != 3) return NodeInvalid(n, "expected operand, indices and updates");
       return Scatter(n, *in[0], *in[1], *in[2]);
-    default: return EMBER_INTERNAL_ERROR(NodeLabel(n), " is not an indexing op");
+    default:
+      return EMBER_INTERNAL_ERROR(NodeLabel(n), " is not an indexing op");
   }
 }
 

@@ -33,7 +33,8 @@ TEST(GatherTest, TorchGatherDim1) {
   auto g = b.Gather(x, idx, d, {1, 1});
   // idx = [[2, 0], [1, 1]]
   Literal coords = IntLit(DType::kS64, {2, 2, 2}, {0, 2, 0, 0, 1, 1, 1, 1});
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Run1(b, g, {F32Lit({2, 3}, {10, 11, 12, 20, 21, 22}), coords}));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r,
+                             Run1(b, g, {F32Lit({2, 3}, {10, 11, 12, 20, 21, 22}), coords}));
   EXPECT_EQ(r.shape(), F32({2, 2}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{12, 10, 21, 21}));
 }
@@ -51,7 +52,8 @@ TEST(GatherTest, IndexSelectRows) {
   auto g = b.Gather(x, idx, d, {1, 3});
   std::vector<double> v;
   for (int i = 0; i < 12; ++i) v.push_back(i);
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Run1(b, g, {F32Lit({4, 3}, v), IntLit(DType::kS32, {3}, {3, 0, 3})}));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r,
+                             Run1(b, g, {F32Lit({4, 3}, v), IntLit(DType::kS32, {3}, {3, 0, 3})}));
   EXPECT_EQ(r.shape(), F32({3, 3}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{9, 10, 11, 0, 1, 2, 9, 10, 11}));
 }
@@ -68,7 +70,8 @@ TEST(GatherTest, IndexSelectColumnsU32) {
   d.index_vector_dim = 1;
   auto g = b.Gather(x, idx, d, {2, 1});
   EMBER_ASSERT_OK_AND_ASSIGN(
-      Literal r, Run1(b, g, {F32Lit({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7}), IntLit(DType::kU32, {3}, {3, 1, 1})}));
+      Literal r,
+      Run1(b, g, {F32Lit({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7}), IntLit(DType::kU32, {3}, {3, 1, 1})}));
   EXPECT_EQ(r.shape(), F32({2, 3}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{3, 1, 1, 7, 5, 5}));
 }
@@ -85,8 +88,8 @@ TEST(GatherTest, Embedding) {
   d.index_vector_dim = 2;
   auto g = b.Gather(w, idx, d, {1, 2});
   Literal weight = Lit(DType::kBF16, {5, 2}, {0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5});
-  EMBER_ASSERT_OK_AND_ASSIGN(
-      Literal r, Run1(b, g, {weight, IntLit(DType::kS64, {2, 3}, {4, 0, 2, 1, 1, 3})}));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r,
+                             Run1(b, g, {weight, IntLit(DType::kS64, {2, 3}, {4, 0, 2, 1, 1, 3})}));
   EXPECT_EQ(r.shape(), Shape(DType::kBF16, {2, 3, 2}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{4, 4.5, 0, 0.5, 2, 2.5, 1, 1.5, 1, 1.5, 3, 3.5}));
 }
@@ -103,7 +106,8 @@ TEST(GatherTest, WideWindows) {
   d.index_vector_dim = 1;
   auto g = b.Gather(x, idx, d, {3});
   EMBER_ASSERT_OK_AND_ASSIGN(
-      Literal r, Run1(b, g, {F32Lit({5}, {10, 11, 12, 13, 14}), IntLit(DType::kS8, {2, 1}, {2, 0})}));
+      Literal r,
+      Run1(b, g, {F32Lit({5}, {10, 11, 12, 13, 14}), IntLit(DType::kS8, {2, 1}, {2, 0})}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{12, 13, 14, 10, 11, 12}));
 }
 
@@ -134,7 +138,8 @@ TEST(GatherTest, OutOfRangeAndNegativeIndicesAreErrors) {
     d.start_index_map = {0};
     d.index_vector_dim = 1;
     auto g = b.Gather(w, idx, d, {1, 2});
-    auto r = Run1(b, g, {F32Lit({5, 2}, std::vector<double>(10, 1)), IntLit(DType::kS64, {2}, {0, bad})});
+    auto r = Run1(b, g,
+                  {F32Lit({5, 2}, std::vector<double>(10, 1)), IntLit(DType::kS64, {2}, {0, bad})});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
     EXPECT_TRUE(HasAll(r.status().message(),
@@ -160,8 +165,9 @@ TEST(ScatterTest, AddAccumulatesDuplicates) {
   auto u = b.Parameter(2, F32({4}));
   auto s = b.Scatter(x, idx, u, ScalarScatterDims(), ReduceKind::kAdd);
   EMBER_ASSERT_OK_AND_ASSIGN(
-      Literal r, Run1(b, s, {F32Lit({5}, {0, 100, 0, 0, 0}), IntLit(DType::kS64, {4}, {1, 3, 1, 1}),
-                             F32Lit({4}, {1, 2, 3, 4})}));
+      Literal r, Run1(b, s,
+                      {F32Lit({5}, {0, 100, 0, 0, 0}), IntLit(DType::kS64, {4}, {1, 3, 1, 1}),
+                       F32Lit({4}, {1, 2, 3, 4})}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{0, 108, 0, 2, 0}));
 }
 
@@ -172,8 +178,9 @@ TEST(ScatterTest, AssignKeepsLastDuplicate) {
   auto u = b.Parameter(2, F32({4}));
   auto s = b.Scatter(x, idx, u, ScalarScatterDims(), ReduceKind::kAssign);
   EMBER_ASSERT_OK_AND_ASSIGN(
-      Literal r, Run1(b, s, {F32Lit({5}, {9, 9, 9, 9, 9}), IntLit(DType::kU16, {4}, {1, 3, 1, 1}),
-                             F32Lit({4}, {1, 2, 3, 4})}));
+      Literal r, Run1(b, s,
+                      {F32Lit({5}, {9, 9, 9, 9, 9}), IntLit(DType::kU16, {4}, {1, 3, 1, 1}),
+                       F32Lit({4}, {1, 2, 3, 4})}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{9, 4, 9, 2, 9}));
 }
 
@@ -190,8 +197,9 @@ TEST(ScatterTest, RowIndexAdd) {
   d.index_vector_dim = 1;
   auto s = b.Scatter(x, idx, u, d, ReduceKind::kAdd);
   EMBER_ASSERT_OK_AND_ASSIGN(
-      Literal r, Run1(b, s, {F32Lit({3, 2}, {1, 1, 1, 1, 1, 1}), IntLit(DType::kS32, {3}, {2, 0, 2}),
-                             F32Lit({3, 2}, {1, 2, 10, 20, 100, 200})}));
+      Literal r, Run1(b, s,
+                      {F32Lit({3, 2}, {1, 1, 1, 1, 1, 1}), IntLit(DType::kS32, {3}, {2, 0, 2}),
+                       F32Lit({3, 2}, {1, 2, 10, 20, 100, 200})}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{11, 21, 1, 1, 102, 203}));
 }
 
@@ -208,15 +216,20 @@ TEST(ScatterTest, TorchScatterAddDim1) {
   d.index_vector_dim = 2;
   auto s = b.Scatter(x, idx, u, d, ReduceKind::kAdd);
   // idx = [[2, 2], [0, 1]]
-  EMBER_ASSERT_OK_AND_ASSIGN(
-      Literal r, Run1(b, s, {IntLit(DType::kS32, {2, 3}, {0, 0, 0, 0, 0, 0}),
-                             IntLit(DType::kS64, {2, 2, 2}, {0, 2, 0, 2, 1, 0, 1, 1}),
-                             IntLit(DType::kS32, {2, 2}, {5, 6, 7, 8})}));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r,
+                             Run1(b, s,
+                                  {IntLit(DType::kS32, {2, 3}, {0, 0, 0, 0, 0, 0}),
+                                   IntLit(DType::kS64, {2, 2, 2}, {0, 2, 0, 2, 1, 0, 1, 1}),
+                                   IntLit(DType::kS32, {2, 2}, {5, 6, 7, 8})}));
   EXPECT_EQ(Ints(r), (std::vector<int64_t>{0, 0, 11, 7, 8, 0}));
 }
 
 TEST(ScatterTest, Combiners) {
-  struct Case { ReduceKind k; DType t; std::vector<int64_t> want; };
+  struct Case {
+    ReduceKind k;
+    DType t;
+    std::vector<int64_t> want;
+  };
   // operand {5, 5, 1}, updates at {0, 0, 1, 2} = {7, -3, 2, 0}
   std::vector<Case> cases = {
       {ReduceKind::kMaximum, DType::kS32, {7, 5, 1}},
@@ -233,8 +246,9 @@ TEST(ScatterTest, Combiners) {
     auto u = b.Parameter(2, Shape(c.t, {4}));
     auto s = b.Scatter(x, idx, u, ScalarScatterDims(), c.k);
     EMBER_ASSERT_OK_AND_ASSIGN(
-        Literal r, Run1(b, s, {IntLit(c.t, {3}, {5, 5, 1}), IntLit(DType::kS64, {4}, {0, 0, 1, 2}),
-                               IntLit(c.t, {4}, {7, -3, 2, 0})}));
+        Literal r, Run1(b, s,
+                        {IntLit(c.t, {3}, {5, 5, 1}), IntLit(DType::kS64, {4}, {0, 0, 1, 2}),
+                         IntLit(c.t, {4}, {7, -3, 2, 0})}));
     EXPECT_EQ(Ints(r), c.want) << ReduceKindName(c.k);
   }
 }
@@ -245,8 +259,10 @@ TEST(ScatterTest, IntegerAddWraps) {
   auto idx = b.Parameter(1, Shape(DType::kS64, {2}));
   auto u = b.Parameter(2, Shape(DType::kS8, {2}));
   auto s = b.Scatter(x, idx, u, ScalarScatterDims(), ReduceKind::kAdd);
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Run1(b, s, {IntLit(DType::kS8, {1}, {100}), IntLit(DType::kS64, {2}, {0, 0}),
-                                                    IntLit(DType::kS8, {2}, {27, 1})}));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r,
+                             Run1(b, s,
+                                  {IntLit(DType::kS8, {1}, {100}), IntLit(DType::kS64, {2}, {0, 0}),
+                                   IntLit(DType::kS8, {2}, {27, 1})}));
   EXPECT_EQ(Ints(r), (std::vector<int64_t>{-128}));
 }
 
@@ -256,8 +272,9 @@ TEST(ScatterTest, MaximumPropagatesNaN) {
   auto idx = b.Parameter(1, Shape(DType::kS64, {2}));
   auto u = b.Parameter(2, F32({2}));
   auto s = b.Scatter(x, idx, u, ScalarScatterDims(), ReduceKind::kMaximum);
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Run1(b, s, {F32Lit({2}, {1, 1}), IntLit(DType::kS64, {2}, {0, 1}),
-                                                    F32Lit({2}, {NAN, 0})}));
+  EMBER_ASSERT_OK_AND_ASSIGN(
+      Literal r,
+      Run1(b, s, {F32Lit({2}, {1, 1}), IntLit(DType::kS64, {2}, {0, 1}), F32Lit({2}, {NAN, 0})}));
   EXPECT_TRUE(std::isnan(r.GetDouble(0)));
   EXPECT_EQ(r.GetDouble(1), 1);
 }
@@ -269,9 +286,10 @@ TEST(ScatterTest, PredOrAndBF16Add) {
     auto idx = b.Parameter(1, Shape(DType::kS64, {2}));
     auto u = b.Parameter(2, Shape(DType::kPred, {2}));
     auto s = b.Scatter(x, idx, u, ScalarScatterDims(), ReduceKind::kOr);
-    EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Run1(b, s, {IntLit(DType::kPred, {3}, {0, 0, 1}),
-                                                      IntLit(DType::kS64, {2}, {1, 2}),
-                                                      IntLit(DType::kPred, {2}, {1, 0})}));
+    EMBER_ASSERT_OK_AND_ASSIGN(
+        Literal r, Run1(b, s,
+                        {IntLit(DType::kPred, {3}, {0, 0, 1}), IntLit(DType::kS64, {2}, {1, 2}),
+                         IntLit(DType::kPred, {2}, {1, 0})}));
     EXPECT_EQ(Ints(r), (std::vector<int64_t>{0, 1, 1}));
   }
   {
@@ -281,9 +299,10 @@ TEST(ScatterTest, PredOrAndBF16Add) {
     auto idx = b.Parameter(1, Shape(DType::kS64, {2}));
     auto u = b.Parameter(2, Shape(DType::kBF16, {2}));
     auto s = b.Scatter(x, idx, u, ScalarScatterDims(), ReduceKind::kAdd);
-    EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Run1(b, s, {Lit(DType::kBF16, {1}, {256}),
-                                                      IntLit(DType::kS64, {2}, {0, 0}),
-                                                      Lit(DType::kBF16, {2}, {1, 2})}));
+    EMBER_ASSERT_OK_AND_ASSIGN(
+        Literal r, Run1(b, s,
+                        {Lit(DType::kBF16, {1}, {256}), IntLit(DType::kS64, {2}, {0, 0}),
+                         Lit(DType::kBF16, {2}, {1, 2})}));
     EXPECT_EQ(Doubles(r), (std::vector<double>{258}));
   }
 }
@@ -312,8 +331,9 @@ TEST(ScatterTest, OutOfRangeIsAnError) {
   d.scatter_dims_to_operand_dims = {0};
   d.index_vector_dim = 1;
   auto s = b.Scatter(x, idx, u, d, ReduceKind::kAdd);
-  auto r = Run1(b, s, {F32Lit({3, 2}, std::vector<double>(6, 0)), IntLit(DType::kS32, {2}, {0, 3}),
-                       F32Lit({2, 2}, {1, 1, 1, 1})});
+  auto r = Run1(b, s,
+                {F32Lit({3, 2}, std::vector<double>(6, 0)), IntLit(DType::kS32, {2}, {0, 3}),
+                 F32Lit({2, 2}, {1, 1, 1, 1})});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
   EXPECT_TRUE(HasAll(r.status().message(), {"scatter %" + std::to_string(s), "index 3", "[0, 3)"}))

@@ -57,9 +57,9 @@ inline bool HasAll(const std::string& s, const std::vector<std::string>& frags) 
 
 }  // namespace ember::testing
 
-#define EMBER_ASSERT_OK_AND_ASSIGN(lhs, expr)                                         \
+#define EMBER_ASSERT_OK_AND_ASSIGN(lhs, expr) \
   EMBER_ASSERT_OK_AND_ASSIGN_IMPL(EMBER_CONCAT(_ember_t_, __LINE__), lhs, expr)
-#define EMBER_ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr)      \
-  auto tmp = (expr);                                         \
-  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();          \
+#define EMBER_ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                                    \
+  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();     \
   lhs = std::move(tmp).value()

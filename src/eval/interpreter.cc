@@ -39,7 +39,8 @@ StatusOr<Literal> EvalCustomCall(const Node& n, const eval::Operands& in) {
   Literal result(n.shape);  // zero-filled; a tuple shape gets one element per output
   if (n.shape.is_tuple()) {
     for (Literal& e : result.tuple_elements()) {
-      if (e.shape().is_tuple()) return eval::NodeInvalid(n, "nested tuple results are not supported");
+      if (e.shape().is_tuple())
+        return eval::NodeInvalid(n, "nested tuple results are not supported");
       call.outputs.push_back(&e);
     }
   } else {
@@ -83,7 +84,8 @@ StatusOr<Literal> EvalTupleOp(const Node& n, const eval::Operands& in) {
       }
       return elems[static_cast<size_t>(i)];
     }
-    default: return EMBER_INTERNAL_ERROR(eval::NodeLabel(n), " is not a tuple op");
+    default:
+      return EMBER_INTERNAL_ERROR(eval::NodeLabel(n), " is not a tuple op");
   }
 }
 
@@ -97,18 +99,25 @@ StatusOr<Literal> Dispatch(const Node& n, const eval::Operands& in) {
           return eval::NodeInvalid(n, "a parameter has no value outside a graph evaluation");
         }
         return eval::EvalLeaf(n, in);
-      case OpCategoryKind::kRng: return eval::EvalRng(n, in);
+      case OpCategoryKind::kRng:
+        return eval::EvalRng(n, in);
       case OpCategoryKind::kUnary:
       case OpCategoryKind::kBinary:
-      case OpCategoryKind::kElementwiseOther: return eval::EvalElementwise(n, in);
-      case OpCategoryKind::kDataMovement: return eval::EvalDataMovement(n, in);
-      case OpCategoryKind::kReduction: return eval::EvalReduction(n, in);
-      case OpCategoryKind::kContraction: return eval::EvalContraction(n, in);
-      case OpCategoryKind::kIndexing: return eval::EvalIndexing(n, in);
+      case OpCategoryKind::kElementwiseOther:
+        return eval::EvalElementwise(n, in);
+      case OpCategoryKind::kDataMovement:
+        return eval::EvalDataMovement(n, in);
+      case OpCategoryKind::kReduction:
+        return eval::EvalReduction(n, in);
+      case OpCategoryKind::kContraction:
+        return eval::EvalContraction(n, in);
+      case OpCategoryKind::kIndexing:
+        return eval::EvalIndexing(n, in);
       case OpCategoryKind::kOpaque:
         if (n.op == OpKind::kCustomCall) return EvalCustomCall(n, in);
         return EvalTupleOp(n, in);  // optimization-barrier: identity into a tuple
-      case OpCategoryKind::kTuple: return EvalTupleOp(n, in);
+      case OpCategoryKind::kTuple:
+        return EvalTupleOp(n, in);
     }
     return EMBER_INTERNAL_ERROR("unknown op category for ", eval::NodeLabel(n));
   }();

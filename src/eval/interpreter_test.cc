@@ -74,7 +74,8 @@ TEST(InterpreterTest, TupleGetTupleElementAndBarrier) {
   auto x2 = b.GetTupleElement(bar, 0);
   auto y2 = b.GetTupleElement(bar, 1);
   auto t = b.Tuple({y2, x2});
-  auto r = testing::BuildAndRun(b, {x2, y2, t}, {F32Lit({2}, {1.5, 2.5}), IntLit(DType::kS32, {}, {7})});
+  auto r =
+      testing::BuildAndRun(b, {x2, y2, t}, {F32Lit({2}, {1.5, 2.5}), IntLit(DType::kS32, {}, {7})});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Doubles((*r)[0]), (std::vector<double>{1.5, 2.5}));
   EXPECT_EQ(Ints((*r)[1]), (std::vector<int64_t>{7}));
@@ -110,8 +111,8 @@ TEST(InterpreterTest, CustomCallReferenceDotGeneral) {
   dd.lhs_contracting = {1};
   dd.rhs_contracting = {0};
   auto dot = b.DotGeneral(x, y, dd);
-  auto r = testing::BuildAndRun(b, {cc, dot}, {F32Lit({2, 3}, {1, 2, 3, 4, 5, 6}),
-                                              F32Lit({3, 2}, {7, 8, 9, 10, 11, 12})});
+  auto r = testing::BuildAndRun(
+      b, {cc, dot}, {F32Lit({2, 3}, {1, 2, 3, 4, 5, 6}), F32Lit({3, 2}, {7, 8, 9, 10, 11, 12})});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Doubles((*r)[0]), (std::vector<double>{58, 64, 139, 154}));
   EXPECT_TRUE((*r)[0].BitwiseEquals((*r)[1]));
@@ -131,7 +132,8 @@ TEST(InterpreterTest, CustomCallReferenceConvolution) {
   c.padding_low = {1};
   c.padding_high = {1};
   auto conv = b.Convolution(x, w, c);
-  auto r = testing::BuildAndRun(b, {cc, conv}, {F32Lit({1, 1, 5}, {1, 2, 3, 4, 5}), F32Lit({1, 1, 3}, {1, 0, -1})});
+  auto r = testing::BuildAndRun(
+      b, {cc, conv}, {F32Lit({1, 1, 5}, {1, 2, 3, 4, 5}), F32Lit({1, 1, 3}, {1, 0, -1})});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Doubles((*r)[0]), (std::vector<double>{-2, -2, 4}));
   EXPECT_TRUE((*r)[0].BitwiseEquals((*r)[1]));
@@ -145,17 +147,21 @@ TEST(InterpreterTest, CustomCallWithWrongShapesIsAnErrorNotACrash) {
               {"lhs_contracting_dims", std::vector<int64_t>{1}},
               {"rhs_contracting_dims", std::vector<int64_t>{0}}};
   auto cc = b.AddNode(OpKind::kCustomCall, {x, y}, attrs, F32({2, 2}));
-  auto r = Run1(b, cc, {F32Lit({2, 3}, std::vector<double>(6, 1)), F32Lit({4, 2}, std::vector<double>(8, 1))});
+  auto r =
+      Run1(b, cc,
+           {F32Lit({2, 3}, std::vector<double>(6, 1)), F32Lit({4, 2}, std::vector<double>(8, 1))});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(HasAll(r.status().message(), {"custom-call %" + std::to_string(cc), "ember.dot-general"}))
+  EXPECT_TRUE(
+      HasAll(r.status().message(), {"custom-call %" + std::to_string(cc), "ember.dot-general"}))
       << r.status().message();
   // Wrong declared result.
   GraphBuilder b2;
   auto x2 = b2.Parameter(0, F32({1, 1, 5}));
   auto w2 = b2.Parameter(1, F32({1, 1, 3}));
-  auto cc2 = b2.AddNode(OpKind::kCustomCall, {x2, w2},
-                        Attrs{{"call_target_name", std::string("ember.convolution")}}, F32({1, 1, 4}));
+  auto cc2 =
+      b2.AddNode(OpKind::kCustomCall, {x2, w2},
+                 Attrs{{"call_target_name", std::string("ember.convolution")}}, F32({1, 1, 4}));
   auto r2 = Run1(b2, cc2, {F32Lit({1, 1, 5}, {1, 2, 3, 4, 5}), F32Lit({1, 1, 3}, {1, 0, -1})});
   ASSERT_FALSE(r2.ok());
   EXPECT_EQ(r2.status().code(), StatusCode::kInvalidArgument);
@@ -168,7 +174,8 @@ TEST(InterpreterTest, UnknownCustomCallTargetIsNotFound) {
   auto r = Run1(b, cc, {F32Lit({2}, {1, 2})});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(HasAll(r.status().message(), {"custom-call %" + std::to_string(cc), "no.such.kernel"}))
+  EXPECT_TRUE(
+      HasAll(r.status().message(), {"custom-call %" + std::to_string(cc), "no.such.kernel"}))
       << r.status().message();
 }
 

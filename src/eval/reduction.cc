@@ -83,8 +83,10 @@ StatusOr<Literal> Reduce(const Node& n, const Literal& x) {
 
 template <typename T>
 bool IsNaN(T v) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
-  else return false;
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isnan(v);
+  else
+    return false;
 }
 
 StatusOr<Literal> ArgExtreme(const Node& n, const Literal& x, bool is_max) {
@@ -122,8 +124,14 @@ StatusOr<Literal> ArgExtreme(const Node& n, const Literal& x, bool is_max) {
       if (!IsNaN(best)) {
         for (int64_t i = 1; i < len; ++i) {
           T v = A::Load(x.data(), base + i * step);
-          if (IsNaN(v)) { best_i = i; break; }
-          if (is_max ? (best < v) : (v < best)) { best = v; best_i = i; }
+          if (IsNaN(v)) {
+            best_i = i;
+            break;
+          }
+          if (is_max ? (best < v) : (v < best)) {
+            best = v;
+            best_i = i;
+          }
         }
       }
       StoreBits(rt, out.data(), o, static_cast<uint64_t>(best_i));
@@ -175,7 +183,10 @@ StatusOr<Literal> ReduceWindow(const Node& n, const Literal& x) {
         bool inside = true;
         for (int d = 0; d < rank; ++d) {
           int64_t p = oidx[d] * strides[d] + widx[d] * dil[d] - lo[d];
-          if (p < 0 || p >= xs.dim(d)) { inside = false; break; }
+          if (p < 0 || p >= xs.dim(d)) {
+            inside = false;
+            break;
+          }
           off += p * str[d];
         }
         if (inside) buf[count++] = A::Load(x.data(), off);
@@ -194,11 +205,16 @@ StatusOr<Literal> ReduceWindow(const Node& n, const Literal& x) {
 StatusOr<Literal> EvalReduction(const Node& n, const Operands& in) {
   if (in.size() != 1) return NodeInvalid(n, "expected one operand, got ", in.size());
   switch (n.op) {
-    case OpKind::kReduce: return Reduce(n, *in[0]);
-    case OpKind::kArgMax: return ArgExtreme(n, *in[0], /*is_max=*/true);
-    case OpKind::kArgMin: return ArgExtreme(n, *in[0], /*is_max=*/false);
-    case OpKind::kReduceWindow: return ReduceWindow(n, *in[0]);
-    default: return EMBER_INTERNAL_ERROR(NodeLabel(n), " is not a reduction op");
+    case OpKind::kReduce:
+      return Reduce(n, *in[0]);
+    case OpKind::kArgMax:
+      return ArgExtreme(n, *in[0], /*is_max=*/true);
+    case OpKind::kArgMin:
+      return ArgExtreme(n, *in[0], /*is_max=*/false);
+    case OpKind::kReduceWindow:
+      return ReduceWindow(n, *in[0]);
+    default:
+      return EMBER_INTERNAL_ERROR(NodeLabel(n), " is not a reduction op");
   }
 }
 

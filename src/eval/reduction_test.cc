@@ -46,7 +46,8 @@ TEST(ReduceTest, ThreeDimsNonAdjacent) {
   EMBER_ASSERT_OK_AND_ASSIGN(Literal r, ReduceOf(F32Lit({2, 3, 2}, v), {2, 0}, ReduceKind::kAdd));
   // for each b: sum = 2*(0+100) + 4*10b + 2*(0+1) = 202 + 40b
   EXPECT_EQ(Doubles(r), (std::vector<double>{202, 242, 282}));
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal m, ReduceOf(F32Lit({2, 3, 2}, v), {0, 2}, ReduceKind::kMaximum));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal m,
+                             ReduceOf(F32Lit({2, 3, 2}, v), {0, 2}, ReduceKind::kMaximum));
   EXPECT_EQ(Doubles(m), (std::vector<double>{101, 111, 121}));
 }
 
@@ -75,7 +76,8 @@ TEST(ReduceTest, F32SumErrorGrowsLikeLogN) {
   }
   EMBER_ASSERT_OK_AND_ASSIGN(Literal r, ReduceOf(x, {0}, ReduceKind::kAdd));
   const double bound = 20 * std::ldexp(1.0, -24) * exact;
-  EXPECT_LE(std::fabs(r.GetDouble(0) - exact), bound) << "sum " << r.GetDouble(0) << " exact " << exact;
+  EXPECT_LE(std::fabs(r.GetDouble(0) - exact), bound)
+      << "sum " << r.GetDouble(0) << " exact " << exact;
 }
 
 TEST(ReduceTest, BF16AccumulatesInF32) {
@@ -90,13 +92,14 @@ TEST(ReduceTest, BF16AccumulatesInF32) {
 }
 
 TEST(ReduceTest, IntegerSumAndProductWrap) {
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, ReduceOf(IntLit(DType::kS8, {3}, {100, 100, 1}), {0}, ReduceKind::kAdd));
+  EMBER_ASSERT_OK_AND_ASSIGN(
+      Literal r, ReduceOf(IntLit(DType::kS8, {3}, {100, 100, 1}), {0}, ReduceKind::kAdd));
   EXPECT_EQ(Ints(r), (std::vector<int64_t>{-55}));
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal p, ReduceOf(IntLit(DType::kS32, {2}, {65536, 65536}), {0},
-                                                 ReduceKind::kMultiply));
+  EMBER_ASSERT_OK_AND_ASSIGN(
+      Literal p, ReduceOf(IntLit(DType::kS32, {2}, {65536, 65536}), {0}, ReduceKind::kMultiply));
   EXPECT_EQ(Ints(p), (std::vector<int64_t>{0}));
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal q, ReduceOf(IntLit(DType::kU16, {2}, {65535, 65535}), {0},
-                                                 ReduceKind::kMultiply));
+  EMBER_ASSERT_OK_AND_ASSIGN(
+      Literal q, ReduceOf(IntLit(DType::kU16, {2}, {65535, 65535}), {0}, ReduceKind::kMultiply));
   EXPECT_EQ(Ints(q), (std::vector<int64_t>{1}));  // (2^16-1)^2 mod 2^16
 }
 
@@ -120,9 +123,11 @@ TEST(ReduceTest, EmptyReductionGivesIdentity) {
   EXPECT_EQ(mx.GetDouble(0), -INFINITY);
   EMBER_ASSERT_OK_AND_ASSIGN(Literal mn, ReduceOf(x, {0}, ReduceKind::kMinimum));
   EXPECT_EQ(mn.GetDouble(1), INFINITY);
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal im, ReduceOf(IntLit(DType::kS16, {0}, {}), {0}, ReduceKind::kMaximum));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal im,
+                             ReduceOf(IntLit(DType::kS16, {0}, {}), {0}, ReduceKind::kMaximum));
   EXPECT_EQ(Ints(im), (std::vector<int64_t>{-32768}));
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal ia, ReduceOf(IntLit(DType::kU8, {0}, {}), {0}, ReduceKind::kAnd));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal ia,
+                             ReduceOf(IntLit(DType::kU8, {0}, {}), {0}, ReduceKind::kAnd));
   EXPECT_EQ(Ints(ia), (std::vector<int64_t>{255}));
 }
 
@@ -130,17 +135,20 @@ TEST(ReduceTest, LogicalAndBitwise) {
   Literal p = IntLit(DType::kPred, {2, 3}, {1, 1, 1, 1, 0, 1});
   EMBER_ASSERT_OK_AND_ASSIGN(Literal a, ReduceOf(p, {1}, ReduceKind::kAnd));
   EXPECT_EQ(Ints(a), (std::vector<int64_t>{1, 0}));
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal o, ReduceOf(IntLit(DType::kPred, {2, 2}, {0, 0, 0, 1}), {1}, ReduceKind::kOr));
+  EMBER_ASSERT_OK_AND_ASSIGN(
+      Literal o, ReduceOf(IntLit(DType::kPred, {2, 2}, {0, 0, 0, 1}), {1}, ReduceKind::kOr));
   EXPECT_EQ(Ints(o), (std::vector<int64_t>{0, 1}));
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal bi, ReduceOf(IntLit(DType::kS32, {3}, {6, 3, 7}), {0}, ReduceKind::kOr));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal bi,
+                             ReduceOf(IntLit(DType::kS32, {3}, {6, 3, 7}), {0}, ReduceKind::kOr));
   EXPECT_EQ(Ints(bi), (std::vector<int64_t>{7}));
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal ba, ReduceOf(IntLit(DType::kS32, {3}, {6, 3, 7}), {0}, ReduceKind::kAnd));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal ba,
+                             ReduceOf(IntLit(DType::kS32, {3}, {6, 3, 7}), {0}, ReduceKind::kAnd));
   EXPECT_EQ(Ints(ba), (std::vector<int64_t>{2}));
 }
 
 TEST(ReduceTest, F64Product) {
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, ReduceOf(Lit(DType::kF64, {4}, {1.5, -2, 0.25, 8}), {0},
-                                                 ReduceKind::kMultiply));
+  EMBER_ASSERT_OK_AND_ASSIGN(
+      Literal r, ReduceOf(Lit(DType::kF64, {4}, {1.5, -2, 0.25, 8}), {0}, ReduceKind::kMultiply));
   EXPECT_EQ(r.GetDouble(0), -6.0);
 }
 
@@ -197,8 +205,8 @@ TEST(ReduceWindowTest, PaddingHoldsTheIdentity) {
   EXPECT_EQ(Doubles(mx), (std::vector<double>{1, 2, 3, 3}));
   EMBER_ASSERT_OK_AND_ASSIGN(Literal s, Window(x, ReduceKind::kAdd, {2}, {1}, {1}, {1}));
   EXPECT_EQ(Doubles(s), (std::vector<double>{1, 3, 5, 3}));
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal mn, Window(F32Lit({3}, {-1, -2, -3}), ReduceKind::kMinimum, {2},
-                                                {1}, {1}, {1}));
+  EMBER_ASSERT_OK_AND_ASSIGN(
+      Literal mn, Window(F32Lit({3}, {-1, -2, -3}), ReduceKind::kMinimum, {2}, {1}, {1}, {1}));
   EXPECT_EQ(Doubles(mn), (std::vector<double>{-1, -2, -3, -3}));
   EMBER_ASSERT_OK_AND_ASSIGN(Literal pr, Window(x, ReduceKind::kMultiply, {3}, {2}, {2}, {0}));
   EXPECT_EQ(Doubles(pr), (std::vector<double>{1, 6}));
@@ -210,15 +218,16 @@ TEST(ReduceWindowTest, PaddingHoldsTheIdentity) {
 TEST(ReduceWindowTest, MaxPool2x2Stride2) {
   std::vector<double> v;
   for (int i = 0; i < 16; ++i) v.push_back(i);
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Window(F32Lit({1, 1, 4, 4}, v), ReduceKind::kMaximum,
-                                               {1, 1, 2, 2}, {1, 1, 2, 2}, {0, 0, 0, 0}, {0, 0, 0, 0}));
+  EMBER_ASSERT_OK_AND_ASSIGN(
+      Literal r, Window(F32Lit({1, 1, 4, 4}, v), ReduceKind::kMaximum, {1, 1, 2, 2}, {1, 1, 2, 2},
+                        {0, 0, 0, 0}, {0, 0, 0, 0}));
   EXPECT_EQ(r.shape(), F32({1, 1, 2, 2}));
   EXPECT_EQ(Doubles(r), (std::vector<double>{5, 7, 13, 15}));
 }
 
 TEST(ReduceWindowTest, DilatedWindowAndIntegers) {
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Window(IntLit(DType::kS32, {5}, {1, 2, 3, 4, 5}), ReduceKind::kAdd,
-                                               {2}, {1}, {0}, {0}, {2}));
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Window(IntLit(DType::kS32, {5}, {1, 2, 3, 4, 5}),
+                                               ReduceKind::kAdd, {2}, {1}, {0}, {0}, {2}));
   EXPECT_EQ(Ints(r), (std::vector<int64_t>{4, 6, 8}));
   // 2-D sum window 2x2 stride 1 over [[1,2,3],[4,5,6]]
   EMBER_ASSERT_OK_AND_ASSIGN(Literal s, Window(F32Lit({2, 3}, {1, 2, 3, 4, 5, 6}), ReduceKind::kAdd,
@@ -227,8 +236,8 @@ TEST(ReduceWindowTest, DilatedWindowAndIntegers) {
 }
 
 TEST(ReduceWindowTest, NaNPropagatesThroughMaxPool) {
-  EMBER_ASSERT_OK_AND_ASSIGN(Literal r, Window(F32Lit({4}, {1, NAN, 3, 4}), ReduceKind::kMaximum, {2},
-                                               {2}, {0}, {0}));
+  EMBER_ASSERT_OK_AND_ASSIGN(
+      Literal r, Window(F32Lit({4}, {1, NAN, 3, 4}), ReduceKind::kMaximum, {2}, {2}, {0}, {0}));
   EXPECT_TRUE(std::isnan(r.GetDouble(0)));
   EXPECT_EQ(r.GetDouble(1), 4);
 }
