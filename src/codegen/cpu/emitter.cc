@@ -423,14 +423,15 @@ class KernelEmitter {
     if (pairwise) s += "    EmberPairwise<" + ct + "> pw;\n    int nb = 0;\n";
     s += "    " + ct + " acc[" + std::to_string(lanes) + "];\n";
     s += "    for (int l = 0; l < " + std::to_string(lanes) + "; ++l) acc[l] = " + id + ";\n";
-    const std::string fold_lanes = [&] {
+    // Pairwise fold of the lanes into acc[0]: acc[l] = acc[l] (+) acc[l + w].
+    auto fold_lanes = [&](int ind) {
       std::string f;
       for (int w = lanes / 2; w >= 1; w /= 2) {
-        f += "for (int l = 0; l < " + std::to_string(w) + "; ++l) acc[l] = " +
-             combine("acc[l]", "acc[l + " + std::to_string(w) + "]") + "; ";
+        f += Indent(ind) + "for (int l = 0; l < " + std::to_string(w) + "; ++l) acc[l] = " +
+             combine("acc[l]", "acc[l + " + std::to_string(w) + "]") + ";\n";
       }
       return f;
-    }();
+    };
     int ind = 2;
     for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
       const std::string r = "r" + std::to_string(red_dims[i]);
@@ -454,7 +455,7 @@ class KernelEmitter {
     s += Indent(ind + 1) + "}\n";
     if (pairwise) {
       s += Indent(ind + 1) + "if (++nb == " + std::to_string(kBlocksPerChunk) + ") {\n";
-      s += Indent(ind + 2) + fold_lanes + "\n";
+      s += fold_lanes(ind + 2);
       s += Indent(ind + 2) + "pw.Push(acc[0], [](" + ct + " a, " + ct + " b) { return " +
            combine("a", "b") + "; });\n";
       s += Indent(ind + 2) + "for (int l = 0; l < " + L + "; ++l) acc[l] = " + id + ";\n";
@@ -466,7 +467,7 @@ class KernelEmitter {
       --ind;
       s += Indent(ind) + "}\n";
     }
-    s += "    " + fold_lanes + "\n";
+    s += fold_lanes(2);
     if (pairwise) {
       s += "    if (nb > 0) pw.Push(acc[0], [](" + ct + " a, " + ct + " b) { return " +
            combine("a", "b") + "; });\n";
