@@ -373,3 +373,34 @@ TEST(ConvolutionTest, BF16InputAccumulatesInF32) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// dot-general and convolution on every dtype they accept.
+TEST(DotGeneralTest, EveryNumericDType) {
+  for (int ti = 0; ti < kNumDTypes; ++ti) {
+    const DType t = static_cast<DType>(ti);
+    if (!IsFloat(t) && !IsInteger(t)) continue;
+    SCOPED_TRACE(std::string(DTypeName(t)));
+    GraphBuilder b;
+    auto x = b.Parameter(0, Shape(t, {2, 2}));
+    auto y = b.Parameter(1, Shape(t, {2, 2}));
+    auto c = b.Parameter(2, Shape(t, {1, 1, 3}));
+    auto w = b.Parameter(3, Shape(t, {1, 1, 2}));
+    DotDims d;
+    d.lhs_contracting = {1};
+    d.rhs_contracting = {0};
+    std::vector<NodeId> outs = {b.DotGeneral(x, y, d), b.Convolution(c, w, {})};
+    auto r = testing::BuildAndRun(b, outs,
+                                  {Lit(t, {2, 2}, {1, 2, 3, 4}), Lit(t, {2, 2}, {1, 1, 0, 1}),
+                                   Lit(t, {1, 1, 3}, {1, 2, 3}), Lit(t, {1, 1, 2}, {1, 2})});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ((*r)[0].dtype(), t);
+    EXPECT_EQ(Doubles((*r)[0]), (std::vector<double>{1, 3, 3, 7}));
+    EXPECT_EQ(Doubles((*r)[1]), (std::vector<double>{5, 8}));
+  }
+}
+
+}  // namespace
+}  // namespace ember

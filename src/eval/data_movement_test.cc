@@ -1,6 +1,7 @@
 // Interpreter results of the data-movement ops against hand-computed values,
 // for several dtypes (these ops move bytes, so complex and pred included).
 #include <complex>
+#include <cstring>
 
 #include "eval/interp_test_util.h"
 
@@ -255,6 +256,87 @@ TEST(DataMovementTest, ReverseC128) {
   EXPECT_EQ(r.GetComplex(0), std::complex<double>(5, 6));
   EXPECT_EQ(r.GetComplex(1), std::complex<double>(3, 4));
   EXPECT_EQ(r.GetComplex(2), std::complex<double>(1, 2));
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// Element i of a [2,3] test value: distinct bytes per element (pred: 0/1).
+Literal PatternLiteral(DType t, std::vector<int64_t> dims, int salt) {
+  Literal l(Shape(t, std::move(dims)));
+  const int es = DTypeSize(t);
+  auto* p = static_cast<uint8_t*>(l.data());
+  for (int64_t i = 0; i < l.num_elements(); ++i) {
+    for (int j = 0; j < es; ++j) {
+      p[i * es + j] = t == DType::kPred ? static_cast<uint8_t>((i + salt) % 2)
+                                        : static_cast<uint8_t>(i * 37 + j * 5 + salt + 1);
+    }
+  }
+  return l;
+}
+
+bool SameElement(const Literal& a, int64_t i, const Literal& b, int64_t j) {
+  const int es = DTypeSize(a.dtype());
+  return std::memcmp(static_cast<const uint8_t*>(a.data()) + i * es,
+                     static_cast<const uint8_t*>(b.data()) + j * es, es) == 0;
+}
+
+// Every data-movement op on every dtype moves exactly the right bytes.
+TEST(DataMovementTest, EveryOpOnEveryDType) {
+  for (int ti = 0; ti < kNumDTypes; ++ti) {
+    const DType t = static_cast<DType>(ti);
+    SCOPED_TRACE(std::string(DTypeName(t)));
+    GraphBuilder b;
+    auto x = b.Parameter(0, Shape(t, {2, 3}));
+    auto pv = b.Parameter(1, Shape(t, {}));
+    auto upd = b.Parameter(2, Shape(t, {1, 2}));
+    auto one = b.ConstantScalar(DType::kS32, 1);
+    auto zero = b.ConstantScalar(DType::kS32, 0);
+    std::vector<NodeId> outs = {
+        b.Transpose(x, {1, 0}),                    // [3,2]
+        b.Reverse(x, {1}),                         // [2,3]
+        b.Slice(x, {0, 1}, {2, 3}, {1, 2}),        // [2,1]: x[i][1]
+        b.Concatenate({x, x}, 0),                  // [4,3]
+        b.Pad(x, pv, {0, 1}, {0, 0}, {0, 0}),      // [2,4]
+        b.BroadcastInDim(x, {2, 2, 3}, {0, 2}),    // [2,2,3]
+        b.DynamicSlice(x, {one, zero}, {1, 2}),    // [1,2]: x[1][0..1]
+        b.Reshape(x, {6}),                         // [6]
+        b.DynamicUpdateSlice(x, upd, {one, one}),  // x with x[1][1..2] = upd
+    };
+    Literal xv = PatternLiteral(t, {2, 3}, 0);
+    Literal pval = PatternLiteral(t, {}, 100);
+    Literal uval = PatternLiteral(t, {1, 2}, 50);
+    auto r = testing::BuildAndRun(b, outs, {xv, pval, uval});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const auto& o = *r;
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 3; ++j) {
+        const int64_t src = i * 3 + j;
+        EXPECT_TRUE(SameElement(o[0], j * 2 + i, xv, src)) << "transpose";
+        EXPECT_TRUE(SameElement(o[1], i * 3 + (2 - j), xv, src)) << "reverse";
+        EXPECT_TRUE(SameElement(o[3], i * 3 + j, xv, src)) << "concatenate";
+        EXPECT_TRUE(SameElement(o[3], (i + 2) * 3 + j, xv, src)) << "concatenate";
+        EXPECT_TRUE(SameElement(o[4], i * 4 + j + 1, xv, src)) << "pad";
+        EXPECT_TRUE(SameElement(o[5], (i * 2 + 0) * 3 + j, xv, src)) << "broadcast";
+        EXPECT_TRUE(SameElement(o[5], (i * 2 + 1) * 3 + j, xv, src)) << "broadcast";
+        EXPECT_TRUE(SameElement(o[7], src, xv, src)) << "reshape";
+      }
+      EXPECT_TRUE(SameElement(o[2], i, xv, i * 3 + 1)) << "slice";
+      EXPECT_TRUE(SameElement(o[4], i * 4, pval, 0)) << "pad value";
+    }
+    EXPECT_TRUE(SameElement(o[6], 0, xv, 3)) << "dynamic-slice";
+    EXPECT_TRUE(SameElement(o[6], 1, xv, 4)) << "dynamic-slice";
+    for (int64_t k = 0; k < 6; ++k) {
+      if (k == 4 || k == 5) {
+        EXPECT_TRUE(SameElement(o[8], k, uval, k - 4)) << "dynamic-update-slice";
+      } else {
+        EXPECT_TRUE(SameElement(o[8], k, xv, k)) << "dynamic-update-slice";
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // scatter-add / assign with duplicate indices, every combiner, and
 // out-of-range indices (an error naming op, node, index and range).
 #include <complex>
+#include <cstring>
 
 #include "eval/interp_test_util.h"
 
@@ -338,6 +339,62 @@ TEST(ScatterTest, OutOfRangeIsAnError) {
   EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
   EXPECT_TRUE(HasAll(r.status().message(), {"scatter %" + std::to_string(s), "index 3", "[0, 3)"}))
       << r.status().message();
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// gather and scatter-assign move bytes: every dtype (complex and pred too);
+// scatter-add on every numeric dtype.
+TEST(GatherTest, EveryDType) {
+  for (int ti = 0; ti < kNumDTypes; ++ti) {
+    const DType t = static_cast<DType>(ti);
+    SCOPED_TRACE(std::string(DTypeName(t)));
+    GraphBuilder b;
+    auto x = b.Parameter(0, Shape(t, {3}));
+    auto idx = b.Parameter(1, Shape(DType::kS64, {2}));
+    auto u = b.Parameter(2, Shape(t, {2}));
+    GatherDims gd;
+    gd.offset_dims = {};
+    gd.collapsed_slice_dims = {0};
+    gd.start_index_map = {0};
+    gd.index_vector_dim = 1;
+    ScatterDims sd;
+    sd.update_window_dims = {};
+    sd.inserted_window_dims = {0};
+    sd.scatter_dims_to_operand_dims = {0};
+    sd.index_vector_dim = 1;
+    std::vector<NodeId> outs = {b.Gather(x, idx, gd, {1}),
+                                b.Scatter(x, idx, u, sd, ReduceKind::kAssign)};
+    const bool numeric = IsFloat(t) || IsInteger(t);
+    if (numeric) outs.push_back(b.Scatter(x, idx, u, sd, ReduceKind::kAdd));
+    Literal xv(Shape(t, {3})), uv(Shape(t, {2}));
+    const int es = DTypeSize(t);
+    for (int i = 0; i < 3 * es; ++i)
+      static_cast<uint8_t*>(xv.data())[i] =
+          t == DType::kPred ? (i % 2) : static_cast<uint8_t>(i + 1);
+    for (int i = 0; i < 2 * es; ++i)
+      static_cast<uint8_t*>(uv.data())[i] = t == DType::kPred ? 1 : static_cast<uint8_t>(200 + i);
+    if (numeric) {
+      xv = Lit(t, {3}, {1, 2, 3});
+      uv = Lit(t, {2}, {10, 20});
+    }
+    auto r = testing::BuildAndRun(b, outs, {xv, IntLit(DType::kS64, {2}, {2, 0}), uv});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const auto* xb = static_cast<const uint8_t*>(xv.data());
+    const auto* ub = static_cast<const uint8_t*>(uv.data());
+    const auto* gb = static_cast<const uint8_t*>((*r)[0].data());
+    const auto* sb = static_cast<const uint8_t*>((*r)[1].data());
+    EXPECT_EQ(std::memcmp(gb, xb + 2 * es, es), 0);   // gather[0] = x[2]
+    EXPECT_EQ(std::memcmp(gb + es, xb, es), 0);       // gather[1] = x[0]
+    EXPECT_EQ(std::memcmp(sb, ub + es, es), 0);       // x[0] = u[1]
+    EXPECT_EQ(std::memcmp(sb + es, xb + es, es), 0);  // x[1] unchanged
+    EXPECT_EQ(std::memcmp(sb + 2 * es, ub, es), 0);   // x[2] = u[0]
+    if (numeric) EXPECT_EQ(Doubles((*r)[2]), (std::vector<double>{21, 2, 13}));
+  }
 }
 
 }  // namespace

@@ -244,3 +244,53 @@ TEST(ReduceWindowTest, NaNPropagatesThroughMaxPool) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+bool IsNumericDType(DType t) { return IsFloat(t) || IsInteger(t); }
+
+// reduce / argmax / argmin / reduce-window on every dtype they accept.
+TEST(ReduceTest, EveryNumericDType) {
+  for (int ti = 0; ti < kNumDTypes; ++ti) {
+    const DType t = static_cast<DType>(ti);
+    if (!IsNumericDType(t)) continue;
+    SCOPED_TRACE(std::string(DTypeName(t)));
+    GraphBuilder b;
+    auto x = b.Parameter(0, Shape(t, {4}));
+    std::vector<NodeId> outs = {
+        b.Reduce(x, {0}, ReduceKind::kAdd),
+        b.Reduce(x, {0}, ReduceKind::kMultiply),
+        b.Reduce(x, {0}, ReduceKind::kMaximum),
+        b.Reduce(x, {0}, ReduceKind::kMinimum),
+        b.ArgMax(x, 0),
+        b.ArgMin(x, 0, DType::kS32),
+        b.ReduceWindow(x, ReduceKind::kAdd, {2}, {2}, {0}, {0}),
+    };
+    auto r = testing::BuildAndRun(b, outs, {Lit(t, {4}, {2, 4, 1, 3})});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(Doubles((*r)[0]), (std::vector<double>{10}));
+    EXPECT_EQ(Doubles((*r)[1]), (std::vector<double>{24}));
+    EXPECT_EQ(Doubles((*r)[2]), (std::vector<double>{4}));
+    EXPECT_EQ(Doubles((*r)[3]), (std::vector<double>{1}));
+    EXPECT_EQ(Ints((*r)[4]), (std::vector<int64_t>{1}));
+    EXPECT_EQ(Ints((*r)[5]), (std::vector<int64_t>{2}));
+    EXPECT_EQ(Doubles((*r)[6]), (std::vector<double>{6, 4}));
+  }
+  // pred and integers: and / or.
+  for (DType t : {DType::kPred, DType::kS8, DType::kU16, DType::kS32, DType::kU64}) {
+    SCOPED_TRACE(std::string(DTypeName(t)));
+    GraphBuilder b;
+    auto x = b.Parameter(0, Shape(t, {3}));
+    std::vector<NodeId> outs = {b.Reduce(x, {0}, ReduceKind::kAnd),
+                                b.Reduce(x, {0}, ReduceKind::kOr), b.ArgMax(x, 0)};
+    auto r = testing::BuildAndRun(b, outs, {IntLit(t, {3}, {1, 0, 1})});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(Ints((*r)[0]), (std::vector<int64_t>{0}));
+    EXPECT_EQ(Ints((*r)[1]), (std::vector<int64_t>{1}));
+    EXPECT_EQ(Ints((*r)[2]), (std::vector<int64_t>{0}));
+  }
+}
+
+}  // namespace
+}  // namespace ember
