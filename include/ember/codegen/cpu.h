@@ -112,6 +112,14 @@ class CompiledKernel {
 StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
                                                         const CodegenOptions& options = {});
 
+// Compiles the kernels of one graph: graphs[i] gets kernel index
+// options.kernel_index + i; up to `max_parallel` system-compiler runs at
+// once (<= 0: hardware concurrency). Kernels already cached are loaded.
+// results[i] is graphs[i]'s kernel or error.
+std::vector<StatusOr<std::shared_ptr<CompiledKernel>>> CompileKernels(
+    const std::vector<const Graph*>& graphs, const CodegenOptions& options = {},
+    int max_parallel = 0);
+
 // Process-wide counters.
 struct CodegenStats {
   int64_t compiles = 0;        // system compiler runs that built a kernel

@@ -169,6 +169,23 @@ TEST(CodegenCache, TwoThreadsCompileOneKernel) {
   EXPECT_EQ(s.memory_hits, 1);
 }
 
+TEST(CodegenCache, KernelsOfOneGraphCompileInParallel) {
+  TempDir dir;
+  ResetCodegenStats();
+  ClearKernelMemoryCache();
+  Graph a = ChainGraph(700), b = ChainGraph(800), c = ChainGraph(700);
+  auto ks = CompileKernels({&a, &b, &c, nullptr}, FastOptions(dir.path()), 2);
+  ASSERT_EQ(ks.size(), 4u);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(ks[i].ok()) << ks[i].status().ToString();
+  EXPECT_FALSE(ks[3].ok());
+  EXPECT_EQ(ks[0].value()->name(), "ember_fused_bcast_mul_add_max_sub_min_0");
+  EXPECT_EQ(ks[2].value()->name(), "ember_fused_bcast_mul_add_max_sub_min_2");
+  EXPECT_TRUE(ChainWorks(*ks[0].value(), a));
+  EXPECT_TRUE(ChainWorks(*ks[1].value(), b));
+  EXPECT_TRUE(ChainWorks(*ks[2].value(), c));
+  EXPECT_EQ(GetCodegenStats().compiles, 3);
+}
+
 // Forks a child that runs `fn` and exits with its result (0 = success).
 pid_t ForkChild(const std::function<int()>& fn) {
   fflush(stdout);

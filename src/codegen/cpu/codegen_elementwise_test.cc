@@ -40,7 +40,7 @@ std::vector<DType> ConvertTargets() {
 }
 
 // Every float unary op and every convert on one operand of dtype t.
-void CheckFloatUnary(DType t) {
+void CheckFloatUnary(DType t, bool fast = true) {
   TempDir dir;
   std::mt19937_64 rng(1);
   Shape s(t, {96});
@@ -54,10 +54,15 @@ void CheckFloatUnary(DType t) {
   b.SetOutputs(outs);
   auto g = b.Build();
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  ExpectMatchesInterpreter(*g, {RandomLiteral(s, rng, kFloatSpecials)}, FastOptions(dir.path()));
+  CodegenOptions opts = FastOptions(dir.path());
+  opts.fast = fast;
+  ExpectMatchesInterpreter(*g, {RandomLiteral(s, rng, kFloatSpecials)}, opts);
 }
 
 TEST(CodegenElementwise, UnaryAndConvertF32) { CheckFloatUnary(DType::kF32); }
+// -O3 -march=native (vectorized, FMA available): still bit-exact, because
+// kernels are compiled with -ffp-contract=off and call the same libm.
+TEST(CodegenElementwise, UnaryAndConvertF32Optimized) { CheckFloatUnary(DType::kF32, false); }
 TEST(CodegenElementwise, UnaryAndConvertBF16) { CheckFloatUnary(DType::kBF16); }
 
 TEST(CodegenElementwise, UnaryAndConvertS32) {
@@ -132,6 +137,30 @@ TEST(CodegenElementwise, BinaryBF16) {
 TEST(CodegenElementwise, BinaryS32) {
   CheckBinary(DType::kS32, {-2147483648.0, 2147483647.0, -7, 7, 1, -1, 0, 5, 100},
               {-1, 1, 2, -2, 3, -3, 31, 32, 33, -5, 64, 2147483647.0}, true);
+}
+
+// a*b+c at -O3 -march=native: an FMA would round once and differ from the
+// interpreter's two roundings in most elements.
+TEST(CodegenElementwise, NoFloatContractionAtO3) {
+  TempDir dir;
+  std::mt19937_64 rng(6);
+  Shape s(DType::kF32, {256});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, s), y = b.Parameter(1, s), z = b.Parameter(2, s);
+  NodeId xy = b.Multiply(x, y);
+  b.SetOutputs({b.Add(xy, z), b.Subtract(z, xy), b.Subtract(xy, z)});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok());
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<Literal> args;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<double> v;
+    for (int j = 0; j < 256; ++j) v.push_back(u(rng));
+    args.push_back(Literal::FromDoubles(s, v));
+  }
+  CodegenOptions opts = FastOptions(dir.path());
+  opts.fast = false;
+  ExpectMatchesInterpreter(*g, args, opts);
 }
 
 TEST(CodegenElementwise, IntegerDivisionByZeroIsOutOfRange) {

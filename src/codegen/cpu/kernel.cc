@@ -2,10 +2,14 @@
 // compiler -> dlopen; CompiledKernel::Run; the process-wide counters.
 #include <dlfcn.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "codegen/cpu/disk_cache.h"
 #include "codegen/cpu/emitter.h"
@@ -92,7 +96,12 @@ StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
   EMBER_ASSIGN_OR_RETURN(KernelSource src, EmitKernelSource(g, options.kernel_index));
   const bool fast = options.fast || FastFromEnv();
   EMBER_ASSIGN_OR_RETURN(std::string cxx, ResolveCompiler(options.cxx));
-  const std::string dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
+  std::string dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
+  if (!MakeDirs(dir).ok()) {
+    // An unwritable cache costs recompiles, never a failure.
+    const char* t = std::getenv("TMPDIR");
+    dir = std::string(t && *t ? t : "/tmp") + "/ember-cache-" + std::to_string(getuid());
+  }
   EMBER_ASSIGN_OR_RETURN(std::string version, CompilerVersion(cxx, dir));
   const std::vector<std::string> flags = CompileFlags(fast);
   const std::string& features =
@@ -218,6 +227,31 @@ StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
   if (from_disk) ++gl.stats.disk_hits;
   if (options.use_memory_cache) gl.memory[key] = k;
   return k;
+}
+
+std::vector<StatusOr<std::shared_ptr<CompiledKernel>>> CompileKernels(
+    const std::vector<const Graph*>& graphs, const CodegenOptions& options, int max_parallel) {
+  std::vector<StatusOr<std::shared_ptr<CompiledKernel>>> results(
+      graphs.size(), Status(StatusCode::kInternal, "not compiled"));
+  if (max_parallel <= 0) {
+    max_parallel = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next.fetch_add(1); i < graphs.size(); i = next.fetch_add(1)) {
+      CodegenOptions o = options;
+      o.kernel_index = options.kernel_index + static_cast<int>(i);
+      results[i] = graphs[i] ? CompileKernel(*graphs[i], o)
+                             : StatusOr<std::shared_ptr<CompiledKernel>>(
+                                   InvalidArgument("CompileKernels: graph ", i, " is null"));
+    }
+  };
+  const size_t n = std::min(graphs.size(), static_cast<size_t>(max_parallel));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  return results;
 }
 
 CodegenStats GetCodegenStats() {
