@@ -6,7 +6,10 @@
 #include "ember/eval/interpreter.h"
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <optional>
+#include <stdexcept>
 
 #include "ember/ir/builder.h"
 #include "eval/eval_util.h"
@@ -18,6 +21,9 @@ namespace {
 // Attribute names of the ops handled in this file.
 constexpr const char* kCustomCallTargetAttr = "call_target_name";
 constexpr const char* kTupleIndexAttr = "index";
+// The largest result the reference interpreter will allocate (64 GiB): a
+// bigger one is a ResourceExhausted status before any allocation.
+constexpr int64_t kMaxResultBytes = int64_t{1} << 36;
 
 // Makes sure an evaluator's error names the op and node ("gather %7: ...").
 Status NameNode(const Node& n, Status s) {
@@ -92,7 +98,12 @@ StatusOr<Literal> EvalTupleOp(const Node& n, const eval::Operands& in) {
 // Dispatch without re-checking shapes (the node belongs to a verified graph
 // or has been checked by EvaluateNode).
 StatusOr<Literal> Dispatch(const Node& n, const eval::Operands& in) {
-  StatusOr<Literal> r = [&]() -> StatusOr<Literal> {
+  if (n.shape.byte_size() > kMaxResultBytes) {
+    return ResourceExhausted(eval::NodeLabel(n), ": result ", n.shape.ToString(), " needs ",
+                             n.shape.byte_size(), " bytes, more than the interpreter's limit of ",
+                             kMaxResultBytes);
+  }
+  auto run = [&]() -> StatusOr<Literal> {
     switch (OpCategory(n.op)) {
       case OpCategoryKind::kLeaf:
         if (n.op == OpKind::kParameter) {
@@ -120,6 +131,21 @@ StatusOr<Literal> Dispatch(const Node& n, const eval::Operands& in) {
         return EvalTupleOp(n, in);
     }
     return EMBER_INTERNAL_ERROR("unknown op category for ", eval::NodeLabel(n));
+  };
+  // A result too large for memory is an error status, not an abort. (An
+  // extern kernel's own exceptions are caught here too.)
+  StatusOr<Literal> r = [&]() -> StatusOr<Literal> {
+    try {
+      return run();
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted(eval::NodeLabel(n), ": out of memory for result ",
+                               n.shape.ToString());
+    } catch (const std::length_error&) {
+      return ResourceExhausted(eval::NodeLabel(n), ": result ", n.shape.ToString(),
+                               " is too large");
+    } catch (const std::exception& e) {
+      return EMBER_INTERNAL_ERROR(eval::NodeLabel(n), ": exception: ", e.what());
+    }
   }();
   if (!r.ok()) return NameNode(n, r.status());
   if (r->shape() != n.shape) {

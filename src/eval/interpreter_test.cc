@@ -4,6 +4,8 @@
 // name the op and node, and EvaluateNode on nodes outside a graph.
 #include "ember/eval/interpreter.h"
 
+#include <stdexcept>
+
 #include "eval/interp_test_util.h"
 
 namespace ember {
@@ -228,6 +230,28 @@ TEST(InterpreterTest, KernelThatChangesOutputShapeIsRejected) {
   auto r = Run1(b, cc, {F32Lit({2}, {1, 2})});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(HasAll(r.status().message(), {"custom-call %", "f32[5]"})) << r.status().message();
+}
+
+TEST(InterpreterTest, HugeResultIsResourceExhaustedNotAnAbort) {
+  GraphBuilder b;
+  auto x = b.Parameter(0, F32({}));
+  auto y = b.BroadcastInDim(x, {int64_t{1} << 20, int64_t{1} << 20}, {});  // 4 TiB
+  auto r = Run1(b, y, {F32Lit({}, {1})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("broadcast-in-dim %" + std::to_string(y)), std::string::npos)
+      << r.status().message();
+}
+
+TEST(InterpreterTest, KernelExceptionsBecomeStatuses) {
+  ExternRegistry::Global().Register(
+      "test.throws", [](ExternCall&) -> Status { throw std::runtime_error("boom"); });
+  GraphBuilder b;
+  auto x = b.Parameter(0, F32({2}));
+  auto cc = b.CustomCall("test.throws", {x}, F32({2}));
+  auto r = Run1(b, cc, {F32Lit({2}, {1, 2})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(HasAll(r.status().message(), {"custom-call %", "boom"})) << r.status().message();
 }
 
 TEST(InterpreterTest, EvaluateNodeRunsAValidNode) {
