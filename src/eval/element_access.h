@@ -27,11 +27,13 @@ namespace ember::eval {
 template <DType D>
 using DTypeTag = std::integral_constant<DType, D>;
 
-template <DType D> struct ElemTraits;
-#define EMBER_ELEM_TRAITS(D, S, C)    \
-  template <> struct ElemTraits<D> {  \
-    using Storage = S;                \
-    using Compute = C;                \
+template <DType D>
+struct ElemTraits;
+#define EMBER_ELEM_TRAITS(D, S, C) \
+  template <>                      \
+  struct ElemTraits<D> {           \
+    using Storage = S;             \
+    using Compute = C;             \
   };
 EMBER_ELEM_TRAITS(DType::kPred, uint8_t, uint8_t)
 EMBER_ELEM_TRAITS(DType::kS8, int8_t, int8_t)
@@ -50,11 +52,15 @@ EMBER_ELEM_TRAITS(DType::kC64, std::complex<float>, std::complex<float>)
 EMBER_ELEM_TRAITS(DType::kC128, std::complex<double>, std::complex<double>)
 #undef EMBER_ELEM_TRAITS
 
-template <DType D> using StorageT = typename ElemTraits<D>::Storage;
-template <DType D> using ComputeT = typename ElemTraits<D>::Compute;
+template <DType D>
+using StorageT = typename ElemTraits<D>::Storage;
+template <DType D>
+using ComputeT = typename ElemTraits<D>::Compute;
 
-template <DType D> inline constexpr bool kIsPred = D == DType::kPred;
-template <DType D> inline constexpr bool kIsComplex = D == DType::kC64 || D == DType::kC128;
+template <DType D>
+inline constexpr bool kIsPred = D == DType::kPred;
+template <DType D>
+inline constexpr bool kIsComplex = D == DType::kC64 || D == DType::kC128;
 template <DType D>
 inline constexpr bool kIsFloat =
     D == DType::kF16 || D == DType::kBF16 || D == DType::kF32 || D == DType::kF64;
@@ -64,7 +70,8 @@ inline constexpr bool kIsSignedInt =
 template <DType D>
 inline constexpr bool kIsUnsignedInt =
     D == DType::kU8 || D == DType::kU16 || D == DType::kU32 || D == DType::kU64;
-template <DType D> inline constexpr bool kIsInt = kIsSignedInt<D> || kIsUnsignedInt<D>;
+template <DType D>
+inline constexpr bool kIsInt = kIsSignedInt<D> || kIsUnsignedInt<D>;
 
 // Storage -> compute.
 template <DType D>
@@ -148,7 +155,7 @@ inline StorageT<To> ConvertElement(StorageT<From> s) {
       using R = typename ComputeT<To>::value_type;
       return ComputeT<To>(static_cast<R>(v.real()), static_cast<R>(v.imag()));
     } else {
-      return ConvertElement<From == DType::kC64 ? DType::kF32 : DType::kF64, To>(v.real());
+      return ConvertElement < From == DType::kC64 ? DType::kF32 : DType::kF64, To > (v.real());
     }
   } else if constexpr (kIsComplex<To>) {
     using R = typename ComputeT<To>::value_type;

@@ -33,40 +33,50 @@ template <typename T>
 using WideUnsigned =
     std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
-template <typename T> T WrapAdd(T a, T b) {
+template <typename T>
+T WrapAdd(T a, T b) {
   using U = WideUnsigned<T>;
   return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
 }
-template <typename T> T WrapSub(T a, T b) {
+template <typename T>
+T WrapSub(T a, T b) {
   using U = WideUnsigned<T>;
   return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
 }
-template <typename T> T WrapMul(T a, T b) {
+template <typename T>
+T WrapMul(T a, T b) {
   using U = WideUnsigned<T>;
   return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
 }
-template <typename T> T WrapNeg(T a) {
+template <typename T>
+T WrapNeg(T a) {
   using U = WideUnsigned<T>;
   return static_cast<T>(U(0) - static_cast<U>(a));
 }
-template <typename T> bool IsNegative(T a) {
+template <typename T>
+bool IsNegative(T a) {
   if constexpr (std::is_signed_v<T>) {
     return a < 0;
   } else {
     return false;
   }
 }
-template <typename T> T IntAbs(T a) { return IsNegative(a) ? WrapNeg(a) : a; }
+template <typename T>
+T IntAbs(T a) {
+  return IsNegative(a) ? WrapNeg(a) : a;
+}
 
 // Truncating division; the divisor is known nonzero. INT_MIN / -1 wraps.
-template <typename T> T IntDivide(T a, T b) {
+template <typename T>
+T IntDivide(T a, T b) {
   if constexpr (std::is_signed_v<T>) {
     if (b == -1) return WrapNeg(a);
   }
   return static_cast<T>(a / b);
 }
 // Floor-mod (result has the divisor's sign); the divisor is known nonzero.
-template <typename T> T IntRemainder(T a, T b) {
+template <typename T>
+T IntRemainder(T a, T b) {
   if constexpr (std::is_signed_v<T>) {
     if (b == -1) return 0;
     T r = static_cast<T>(a % b);
@@ -76,7 +86,8 @@ template <typename T> T IntRemainder(T a, T b) {
     return static_cast<T>(a % b);
   }
 }
-template <typename T> T IntPower(T base, T exp) {
+template <typename T>
+T IntPower(T base, T exp) {
   if (IsNegative(exp)) {
     if (base == 1) return 1;
     if constexpr (std::is_signed_v<T>) {
@@ -96,24 +107,29 @@ template <typename T> T IntPower(T base, T exp) {
   return static_cast<T>(result);
 }
 
-template <typename T> bool ShiftOutOfRange(T b) {
+template <typename T>
+bool ShiftOutOfRange(T b) {
   return IsNegative(b) || static_cast<uint64_t>(b) >= 8 * sizeof(T);
 }
-template <typename T> T ShiftLeft(T a, T b) {
+template <typename T>
+T ShiftLeft(T a, T b) {
   if (ShiftOutOfRange(b)) return 0;
   using U = WideUnsigned<T>;
   return static_cast<T>(static_cast<U>(a) << static_cast<int>(b));
 }
-template <typename T> T ShiftRightLogical(T a, T b) {
+template <typename T>
+T ShiftRightLogical(T a, T b) {
   if (ShiftOutOfRange(b)) return 0;
   using U = std::make_unsigned_t<T>;
   return static_cast<T>(static_cast<U>(a) >> static_cast<int>(b));
 }
-template <typename T> T ShiftRightArithmetic(T a, T b) {
+template <typename T>
+T ShiftRightArithmetic(T a, T b) {
   if (ShiftOutOfRange(b)) return IsNegative(a) ? T(-1) : T(0);
   return static_cast<T>(a >> static_cast<int>(b));  // arithmetic for signed T
 }
-template <typename T> T IntSign(T a) {
+template <typename T>
+T IntSign(T a) {
   if constexpr (std::is_signed_v<T>) {
     return static_cast<T>((a > 0) - (a < 0));
   } else {
@@ -123,27 +139,34 @@ template <typename T> T IntSign(T a) {
 
 // ---- float helpers (C is float or double) ---------------------------------
 
-template <typename C> C FloatMaximum(C a, C b) {
+template <typename C>
+C FloatMaximum(C a, C b) {
   if (std::isnan(a)) return a;
   if (std::isnan(b)) return b;
   return a < b ? b : a;
 }
-template <typename C> C FloatMinimum(C a, C b) {
+template <typename C>
+C FloatMinimum(C a, C b) {
   if (std::isnan(a)) return a;
   if (std::isnan(b)) return b;
   return b < a ? b : a;
 }
-template <typename C> C FloatRemainder(C a, C b) {
+template <typename C>
+C FloatRemainder(C a, C b) {
   C r = std::fmod(a, b);
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
 }
-template <typename C> C FloatSign(C a) {
+template <typename C>
+C FloatSign(C a) {
   if (a > 0) return C(1);
   if (a < 0) return C(-1);
   return C(0);  // +-0 and NaN
 }
-template <typename C> C Logistic(C a) { return C(1) / (C(1) + std::exp(-a)); }
+template <typename C>
+C Logistic(C a) {
+  return C(1) / (C(1) + std::exp(-a));
+}
 
 // ---- loops ------------------------------------------------------------------
 
@@ -179,9 +202,8 @@ Status CheckOperand(const Node& n, const Operands& in, size_t i, DType t, int64_
   }
   const Literal& l = *in[i];
   if (l.shape().is_tuple() || l.dtype() != t || l.num_elements() != count) {
-    return InvalidArgument(OpName(n.op), " %", n.id, ": operand ", i, " is ",
-                           l.shape().ToString(), ", expected ", DTypeName(t), " with ", count,
-                           " elements");
+    return InvalidArgument(OpName(n.op), " %", n.id, ": operand ", i, " is ", l.shape().ToString(),
+                           ", expected ", DTypeName(t), " with ", count, " elements");
   }
   return OkStatus();
 }
@@ -189,12 +211,12 @@ Status CheckOperand(const Node& n, const Operands& in, size_t i, DType t, int64_
 // ---- unary ------------------------------------------------------------------
 
 // Applies `expr` (over `v` of the compute type C) when the dtype is a float.
-#define EMBER_FLOAT_UNARY(kind, expr)                          \
-  case OpKind::kind:                                           \
-    if constexpr (kIsFloat<D>) {                               \
-      MapUnary<D>(x, out, [](C v) -> C { return (expr); });    \
-      return OkStatus();                                       \
-    }                                                          \
+#define EMBER_FLOAT_UNARY(kind, expr)                       \
+  case OpKind::kind:                                        \
+    if constexpr (kIsFloat<D>) {                            \
+      MapUnary<D>(x, out, [](C v) -> C { return (expr); }); \
+      return OkStatus();                                    \
+    }                                                       \
     break;
 
 template <DType D>
@@ -253,17 +275,17 @@ Status UnaryTyped(const Node& n, const Literal& x, Literal& out) {
           return OkStatus();
         }
         break;
-      EMBER_FLOAT_UNARY(kExp, std::exp(v))
-      EMBER_FLOAT_UNARY(kLog, std::log(v))
-      EMBER_FLOAT_UNARY(kLog1p, std::log1p(v))
-      EMBER_FLOAT_UNARY(kExpm1, std::expm1(v))
-      EMBER_FLOAT_UNARY(kSqrt, std::sqrt(v))
-      EMBER_FLOAT_UNARY(kRsqrt, C(1) / std::sqrt(v))
-      EMBER_FLOAT_UNARY(kTanh, std::tanh(v))
-      EMBER_FLOAT_UNARY(kLogistic, Logistic(v))
-      EMBER_FLOAT_UNARY(kSin, std::sin(v))
-      EMBER_FLOAT_UNARY(kCos, std::cos(v))
-      EMBER_FLOAT_UNARY(kErf, std::erf(v))
+        EMBER_FLOAT_UNARY(kExp, std::exp(v))
+        EMBER_FLOAT_UNARY(kLog, std::log(v))
+        EMBER_FLOAT_UNARY(kLog1p, std::log1p(v))
+        EMBER_FLOAT_UNARY(kExpm1, std::expm1(v))
+        EMBER_FLOAT_UNARY(kSqrt, std::sqrt(v))
+        EMBER_FLOAT_UNARY(kRsqrt, C(1) / std::sqrt(v))
+        EMBER_FLOAT_UNARY(kTanh, std::tanh(v))
+        EMBER_FLOAT_UNARY(kLogistic, Logistic(v))
+        EMBER_FLOAT_UNARY(kSin, std::sin(v))
+        EMBER_FLOAT_UNARY(kCos, std::cos(v))
+        EMBER_FLOAT_UNARY(kErf, std::erf(v))
       default:
         return InvalidArgument(OpName(n.op), " %", n.id, ": not a unary elementwise op");
     }
@@ -332,24 +354,36 @@ Status CompareTyped(const Node& n, const Literal& a, const Literal& b, Literal& 
     };
     // IEEE comparisons: anything with NaN is false, except NE.
     switch (*dir) {
-      case ComparisonKind::kEq: loop([](C x, C y) { return x == y; }); break;
-      case ComparisonKind::kNe: loop([](C x, C y) { return x != y; }); break;
-      case ComparisonKind::kLt: loop([](C x, C y) { return x < y; }); break;
-      case ComparisonKind::kLe: loop([](C x, C y) { return x <= y; }); break;
-      case ComparisonKind::kGt: loop([](C x, C y) { return x > y; }); break;
-      case ComparisonKind::kGe: loop([](C x, C y) { return x >= y; }); break;
+      case ComparisonKind::kEq:
+        loop([](C x, C y) { return x == y; });
+        break;
+      case ComparisonKind::kNe:
+        loop([](C x, C y) { return x != y; });
+        break;
+      case ComparisonKind::kLt:
+        loop([](C x, C y) { return x < y; });
+        break;
+      case ComparisonKind::kLe:
+        loop([](C x, C y) { return x <= y; });
+        break;
+      case ComparisonKind::kGt:
+        loop([](C x, C y) { return x > y; });
+        break;
+      case ComparisonKind::kGe:
+        loop([](C x, C y) { return x >= y; });
+        break;
     }
     return OkStatus();
   }
 }
 
 // Applies `expr` (over compute-type a, b) for integer and pred dtypes.
-#define EMBER_INT_BINARY(kind, expr)                                   \
-  case OpKind::kind:                                                   \
-    if constexpr (!kFloat) {                                           \
-      MapBinary<D>(a, b, out, [](C x, C y) -> C { return (expr); });   \
-      return OkStatus();                                               \
-    }                                                                  \
+#define EMBER_INT_BINARY(kind, expr)                                 \
+  case OpKind::kind:                                                 \
+    if constexpr (!kFloat) {                                         \
+      MapBinary<D>(a, b, out, [](C x, C y) -> C { return (expr); }); \
+      return OkStatus();                                             \
+    }                                                                \
     break;
 
 template <DType D>
@@ -365,14 +399,20 @@ Status BinaryTyped(const Node& n, const Literal& a, const Literal& b, Literal& o
     };
     switch (n.op) {
       case OpKind::kAdd:
-        if constexpr (kFloat) return map([](C x, C y) -> C { return x + y; });
-        else return map([](C x, C y) -> C { return WrapAdd(x, y); });
+        if constexpr (kFloat)
+          return map([](C x, C y) -> C { return x + y; });
+        else
+          return map([](C x, C y) -> C { return WrapAdd(x, y); });
       case OpKind::kSubtract:
-        if constexpr (kFloat) return map([](C x, C y) -> C { return x - y; });
-        else return map([](C x, C y) -> C { return WrapSub(x, y); });
+        if constexpr (kFloat)
+          return map([](C x, C y) -> C { return x - y; });
+        else
+          return map([](C x, C y) -> C { return WrapSub(x, y); });
       case OpKind::kMultiply:
-        if constexpr (kFloat) return map([](C x, C y) -> C { return x * y; });
-        else return map([](C x, C y) -> C { return WrapMul(x, y); });
+        if constexpr (kFloat)
+          return map([](C x, C y) -> C { return x * y; });
+        else
+          return map([](C x, C y) -> C { return WrapMul(x, y); });
       case OpKind::kDivide:
         if constexpr (kFloat) {
           return map([](C x, C y) -> C { return x / y; });
@@ -388,24 +428,30 @@ Status BinaryTyped(const Node& n, const Literal& a, const Literal& b, Literal& o
           return map([](C x, C y) -> C { return IntRemainder(x, y); });
         }
       case OpKind::kPower:
-        if constexpr (kFloat) return map([](C x, C y) -> C { return std::pow(x, y); });
-        else return map([](C x, C y) -> C { return IntPower(x, y); });
+        if constexpr (kFloat)
+          return map([](C x, C y) -> C { return std::pow(x, y); });
+        else
+          return map([](C x, C y) -> C { return IntPower(x, y); });
       case OpKind::kMaximum:
-        if constexpr (kFloat) return map([](C x, C y) -> C { return FloatMaximum(x, y); });
-        else return map([](C x, C y) -> C { return std::max(x, y); });
+        if constexpr (kFloat)
+          return map([](C x, C y) -> C { return FloatMaximum(x, y); });
+        else
+          return map([](C x, C y) -> C { return std::max(x, y); });
       case OpKind::kMinimum:
-        if constexpr (kFloat) return map([](C x, C y) -> C { return FloatMinimum(x, y); });
-        else return map([](C x, C y) -> C { return std::min(x, y); });
+        if constexpr (kFloat)
+          return map([](C x, C y) -> C { return FloatMinimum(x, y); });
+        else
+          return map([](C x, C y) -> C { return std::min(x, y); });
       case OpKind::kAtan2:
         if constexpr (kFloat) return map([](C x, C y) -> C { return std::atan2(x, y); });
         break;
-      // On pred (0/1) the bitwise ops are the logical ones.
-      EMBER_INT_BINARY(kAnd, static_cast<C>(x & y))
-      EMBER_INT_BINARY(kOr, static_cast<C>(x | y))
-      EMBER_INT_BINARY(kXor, static_cast<C>(x ^ y))
-      EMBER_INT_BINARY(kShiftLeft, ShiftLeft(x, y))
-      EMBER_INT_BINARY(kShiftRightLogical, ShiftRightLogical(x, y))
-      EMBER_INT_BINARY(kShiftRightArithmetic, ShiftRightArithmetic(x, y))
+        // On pred (0/1) the bitwise ops are the logical ones.
+        EMBER_INT_BINARY(kAnd, static_cast<C>(x & y))
+        EMBER_INT_BINARY(kOr, static_cast<C>(x | y))
+        EMBER_INT_BINARY(kXor, static_cast<C>(x ^ y))
+        EMBER_INT_BINARY(kShiftLeft, ShiftLeft(x, y))
+        EMBER_INT_BINARY(kShiftRightLogical, ShiftRightLogical(x, y))
+        EMBER_INT_BINARY(kShiftRightArithmetic, ShiftRightArithmetic(x, y))
       default:
         return InvalidArgument(OpName(n.op), " %", n.id, ": not a binary elementwise op");
     }
@@ -484,9 +530,8 @@ StatusOr<Literal> Clamp(const Node& n, const Operands& in) {
   EMBER_RETURN_IF_ERROR(CheckOperand(n, in, 1, t, count));
   EMBER_RETURN_IF_ERROR(CheckOperand(n, in, 2, t, in[2]->shape().is_scalar() ? 1 : count));
   Literal out(n.shape);
-  EMBER_RETURN_IF_ERROR(DispatchDType(t, [&](auto d) {
-    return ClampTyped<decltype(d)::value>(n, *in[0], *in[1], *in[2], out);
-  }));
+  EMBER_RETURN_IF_ERROR(DispatchDType(
+      t, [&](auto d) { return ClampTyped<decltype(d)::value>(n, *in[0], *in[1], *in[2], out); }));
   return out;
 }
 
@@ -520,8 +565,7 @@ StatusOr<Literal> EvalElementwise(const Node& n, const Operands& in) {
     }
     const DType t = n.op == OpKind::kCompare ? in[0]->dtype() : n.shape.dtype();
     if (n.op == OpKind::kCompare && n.shape.dtype() != DType::kPred) {
-      return InvalidArgument("compare %", n.id, ": result must be pred, got ",
-                             n.shape.ToString());
+      return InvalidArgument("compare %", n.id, ": result must be pred, got ", n.shape.ToString());
     }
     EMBER_RETURN_IF_ERROR(CheckOperand(n, in, 0, t, count));
     EMBER_RETURN_IF_ERROR(CheckOperand(n, in, 1, t, count));

@@ -111,11 +111,20 @@ StatusOr<Literal> EvalRng(const Node& n, const Operands& in) {
   const bool normal = n.op == OpKind::kRngNormal;
   Literal out(n.shape);
   switch (t) {
-    case DType::kF16: Draw<DType::kF16>(normal, seed, offset, stream, out); break;
-    case DType::kBF16: Draw<DType::kBF16>(normal, seed, offset, stream, out); break;
-    case DType::kF32: Draw<DType::kF32>(normal, seed, offset, stream, out); break;
-    case DType::kF64: Draw<DType::kF64>(normal, seed, offset, stream, out); break;
-    default: break;
+    case DType::kF16:
+      Draw<DType::kF16>(normal, seed, offset, stream, out);
+      break;
+    case DType::kBF16:
+      Draw<DType::kBF16>(normal, seed, offset, stream, out);
+      break;
+    case DType::kF32:
+      Draw<DType::kF32>(normal, seed, offset, stream, out);
+      break;
+    case DType::kF64:
+      Draw<DType::kF64>(normal, seed, offset, stream, out);
+      break;
+    default:
+      break;
   }
   return out;
 }
