@@ -16,7 +16,7 @@
 //   elem       := NUMBER | 'nan' | '-nan' | 'inf' | '-inf'
 //              |  'true' | 'false'           // pred
 //              |  '(' elem ',' elem ')'      // complex (re,im)
-//   attr       := IDENT '=' value
+//   attr       := (IDENT | STRING) '=' value   // key quoted unless an IDENT
 //   value      := INT | FLOAT | STRING | IDENT | '{' [INT (',' INT)*] '}'
 //   root       := 'ROOT' ('(' [NAME (',' NAME)*] ')' | NAME)
 //   alias      := 'ALIAS' '{' [INT ':' INT (',' INT ':' INT)*] '}'
@@ -87,7 +87,8 @@ bool IsBareString(const std::string& s) {
   return true;
 }
 
-bool IsBareGraphName(const std::string& s) {
+// Graph names and attribute keys: bare when an IDENT, quoted otherwise.
+bool IsBareIdent(const std::string& s) {
   auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
   if (s.empty() || !alpha(s[0])) return false;
   for (char c : s) {
@@ -171,7 +172,7 @@ void PrintNode(const Node& n, std::string& out) {
   for (const auto& [key, value] : n.attrs.map()) {
     if (index_in_parens && key == "index") continue;
     out += ", ";
-    out += key;
+    out += IsBareIdent(key) ? key : text_internal::QuoteString(key);
     out += '=';
     PrintAttrValue(value, out);
   }
@@ -536,7 +537,7 @@ class Parser {
     while (Peek().kind == TokKind::kComma) {
       Next();
       const Token& key = Peek();
-      if (key.kind != TokKind::kIdent) {
+      if (key.kind != TokKind::kIdent && key.kind != TokKind::kString) {
         return Err(key, "expected an attribute name, got ", DescribeToken(key));
       }
       Next();
@@ -827,7 +828,7 @@ class Parser {
 
 std::string PrintGraph(const Graph& g) {
   std::string out = "graph ";
-  out += IsBareGraphName(g.name()) ? g.name() : text_internal::QuoteString(g.name());
+  out += IsBareIdent(g.name()) ? g.name() : text_internal::QuoteString(g.name());
   out += '(';
   for (size_t i = 0; i < g.parameters().size(); ++i) {
     if (i) out += ", ";
