@@ -45,6 +45,9 @@ struct CodegenOptions {
   std::string cache_dir;     // EMBER_CACHE_DIR, then $XDG_CACHE_HOME/ember, ~/.cache/ember
   std::string cxx;           // EMBER_CXX, then `c++` on PATH
   std::string cpu_features;  // detected from /proc/cpuinfo flags (part of the cache key)
+  // Appended to the compiler flags (part of the cache key); e.g. {"-O0"} for
+  // semantic fuzzing, where compile time dominates.
+  std::vector<std::string> extra_flags;
   // Look up / insert loaded kernels in the process-wide in-memory cache.
   bool use_memory_cache = true;
 };

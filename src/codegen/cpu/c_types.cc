@@ -92,6 +92,7 @@ std::string DoubleBitsExpr(uint64_t bits) {
 }  // namespace
 
 std::string ElementExpr(const Literal& lit, int64_t i) {
+  if (i < 0 || i >= lit.num_elements()) return "(" + ComputeType(lit.dtype()) + ")0";
   const auto* p = static_cast<const uint8_t*>(lit.data());
   const DType t = lit.dtype();
   const int64_t es = DTypeSize(t);

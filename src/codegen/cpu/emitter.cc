@@ -5,6 +5,7 @@
 #include "codegen/cpu/emitter.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -22,6 +23,9 @@ constexpr int64_t kGrainWork = 1 << 14;
 constexpr int kLanes32 = 16;
 constexpr int kLanes64 = 8;
 constexpr int kBlocksPerChunk = 16;
+// Float reductions of at most this many elements replicate the interpreter's
+// pairwise order exactly (see ExactTreeReduce).
+constexpr int64_t kExactTreeMax = 128;
 
 std::string ShortOpName(OpKind op) {
   switch (op) {
@@ -278,7 +282,9 @@ class KernelEmitter {
       }
     }
     const Node& n = g_.node(ph.node);
-    std::string body = n.op == OpKind::kReduce && !plan_.materialized.count(n.id)
+    // An empty value is never computed (the entry does not call its phase).
+    std::string body = ph.count == 0 ? "  (void)c;\n"
+                       : n.op == OpKind::kReduce && !plan_.materialized.count(n.id)
                            ? ReducePhaseBody(ph)
                            : ElementwisePhaseBody(ph);
     std::string s = "// Phase " + std::to_string(k) + ": %" + std::to_string(ph.node) + " " +
@@ -399,6 +405,9 @@ class KernelEmitter {
       s += "    out[o] = " + StoreExpr(t, v) + ";\n  }\n" + FlagStores(e, 1);
       return s;
     }
+    if (IsFloat(t) && nred <= kExactTreeMax) {
+      return s + ExactTreeReduce(n, xs, reduced, kept_decls, xix);
+    }
     const bool pairwise = IsFloat(t) && (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
     const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
     const int last = red_dims.back();
@@ -481,6 +490,63 @@ class KernelEmitter {
     s += FlagStores(full, 1);
     (void)used;
     (void)sites;
+    return s;
+  }
+
+  // Small float reductions (n <= kExactTreeMax reduced elements) use the
+  // interpreter's exact order (PairwiseReduce in src/eval/eval_util.h):
+  // halve until a run has <= 8 elements, combine each run left to right,
+  // then combine the halves. n is static, so the tree is emitted unrolled
+  // over a local array of the n input values; results are bit-identical.
+  std::string ExactTreeReduce(const Node& n, const Shape& xs, const std::vector<bool>& reduced,
+                              const std::string& kept_decls, std::vector<std::string> xix) {
+    const DType t = n.shape.dtype();
+    const std::string ct = ComputeType(t);
+    const ReduceKind kind = *ParseReduceKind(n.attrs.GetString("to_apply"));
+    std::vector<int64_t> red_dims;
+    std::vector<int> red_axes;
+    for (int d = 0; d < xs.rank(); ++d) {
+      if (reduced[d]) {
+        red_dims.push_back(xs.dim(d));
+        red_axes.push_back(d);
+      }
+    }
+    const Shape red_shape(DType::kS64, red_dims);
+    ExprEmitter e(plan_, &var_counter_, 3);
+    {
+      auto rix = e.MultiOf(red_shape, Index::Linear("r"));
+      for (size_t i = 0; i < red_axes.size(); ++i) xix[red_axes[i]] = rix[i];
+    }
+    std::string v = e.Value(n.operands[0], Index::Multi(xix));
+    const int64_t total = red_shape.num_elements();
+    std::string s = BufferDecls(e, 1) + FlagDecls(e, 1);
+    s += "  for (int64_t o = begin; o < end; ++o) {\n" + kept_decls;
+    s += "    " + ct + " vals[" + IntLiteral(total) + "];\n";
+    s += "    " + SimdPragma(e) + "\n";
+    s += "    for (int64_t r = 0; r < " + IntLiteral(total) + "; ++r) {\n";
+    s += e.code();
+    s += "      vals[r] = " + v + ";\n";
+    s += "    }\n";
+    int leaf = 0;
+    std::function<std::string(int64_t, int64_t)> tree = [&](int64_t b, int64_t len) {
+      if (len <= 8) {
+        const std::string a = "t" + std::to_string(leaf++);
+        s += "    " + ct + " " + a + " = vals[" + IntLiteral(b) + "];\n";
+        if (len > 1) {
+          s += "    for (int64_t i = " + IntLiteral(b + 1) + "; i < " + IntLiteral(b + len) +
+               "; ++i) " + a + " = " + Combine(kind, t, a, "vals[i]") + ";\n";
+        }
+        return a;
+      }
+      const int64_t half = len / 2;
+      std::string lhs = tree(b, half);
+      std::string rhs = tree(b + half, len - half);
+      return Combine(kind, t, lhs, rhs);
+    };
+    const std::string result = tree(0, total);
+    s += "    out[o] = " + StoreExpr(t, result) + ";\n";
+    s += "  }\n";
+    s += FlagStores(e, 1);
     return s;
   }
 

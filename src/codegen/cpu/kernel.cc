@@ -103,7 +103,8 @@ StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
     dir = std::string(t && *t ? t : "/tmp") + "/ember-cache-" + std::to_string(getuid());
   }
   EMBER_ASSIGN_OR_RETURN(std::string version, CompilerVersion(cxx, dir));
-  const std::vector<std::string> flags = CompileFlags(fast);
+  std::vector<std::string> flags = CompileFlags(fast);
+  flags.insert(flags.end(), options.extra_flags.begin(), options.extra_flags.end());
   const std::string& features =
       options.cpu_features.empty() ? CpuFeatures() : options.cpu_features;
 
