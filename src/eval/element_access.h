@@ -143,7 +143,10 @@ inline uint64_t FloatToU64(double x) {
 // int -> int wraps; anything -> pred is x != 0 (NaN -> true); int -> float
 // rounds to nearest; f64 and integers reach f16/bf16 through f32 (two
 // roundings, as torch does); float -> s32/s64 per FloatToS32/FloatToS64;
-// float -> s8/s16/u8/u16/u32 through the s64 rule then wrapped; float -> u64
+// float -> s8/s16/u8/u16/u32 through the s64 rule then wrapped (docs/ir.md;
+// torch itself goes through int32 for 8/16-bit targets, so it differs for
+// |x| in [2^31, 2^63): 3e9 -> s16 is 0 there, 24064 here; and torch's
+// vectorized and scalar f32 -> u32 paths disagree out of range); float -> u64
 // per FloatToU64; real -> complex has imaginary part 0; complex -> complex
 // converts each part. complex -> real is not a valid convert (the builder
 // rejects it); here it takes the real part.

@@ -11,7 +11,8 @@
 // 0 otherwise; shifts by a negative amount or >= the bit width give 0
 // (shift-left, shift-right-logical) or the sign fill (shift-right-arithmetic);
 // maximum/minimum propagate NaN and return the first operand on ties (so
-// maximum(-0, 0) = -0, as torch); sign(NaN) = sign(+-0) = +0; round-nearest-even
+// maximum(-0, 0) = -0, as torch's scalar kernels; its vectorized kernels
+// return the second); sign(NaN) = sign(+-0) = +0; round-nearest-even
 // rounds ties to even; pred arithmetic computes on 0/1 and stores x != 0.
 // The dtype switch happens once per op; the loops are per dtype and op.
 #include <algorithm>
