@@ -86,6 +86,17 @@ Status LocateInterpretFailure(const Step& step, const std::vector<const Literal*
   return failure;
 }
 
+// Whether `lit` (and each tuple element) still has `shape`.
+bool HasShape(const Literal& lit, const Shape& shape) {
+  if (lit.shape() != shape) return false;
+  if (!shape.is_tuple()) return lit.size_bytes() == shape.byte_size();
+  if (lit.tuple_elements().size() != shape.tuple_shapes().size()) return false;
+  for (size_t i = 0; i < lit.tuple_elements().size(); ++i) {
+    if (!HasShape(lit.tuple_elements()[i], shape.tuple_shapes()[i])) return false;
+  }
+  return true;
+}
+
 Status RunExtern(const Step& step, std::vector<BufferRef>& slots) {
   EMBER_ASSIGN_OR_RETURN(auto inputs, ResolveAll(slots, step.reads));
   BufferRef out = Buffer::Zeros(step.extern_node.shape);
@@ -100,6 +111,12 @@ Status RunExtern(const Step& step, std::vector<BufferRef>& slots) {
   }
   Status st = step.kernel(call);
   if (!st.ok()) return NameNode(step.extern_node, st);
+  if (!HasShape(out->literal(), step.extern_node.shape)) {
+    return NameNode(step.extern_node,
+                    EMBER_INTERNAL_ERROR("extern kernel '", step.kernel_name,
+                                         "' changed its output's shape to ",
+                                         out->shape().ToString()));
+  }
   slots[step.writes[0]] = std::move(out);
   return OkStatus();
 }

@@ -55,6 +55,10 @@ void RegisterTestExterns() {
       }
       return OkStatus();
     });
+    reg.Register("test.bad-shape", [](ExternCall& c) -> Status {
+      *c.outputs[0] = Literal(Shape(DType::kF32, {7}));  // a kernel bug
+      return OkStatus();
+    });
     reg.Register("test.fail", [](ExternCall& c) -> Status {
       return OutOfRange("test.fail: index 9 out of range [0, 4)");
     });
@@ -249,6 +253,23 @@ TEST(ExecutableTest, ExternErrorPropagatesWithStepAndNode) {
   EXPECT_NE(msg.find("step 1 (extern test.fail)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("custom-call %" + std::to_string(f) + ":"), std::string::npos) << msg;
   EXPECT_NE(msg.find("index 9 out of range"), std::string::npos) << msg;
+}
+
+TEST(ExecutableTest, ExternThatChangesItsOutputShapeIsAnInternalError) {
+  RegisterTestExterns();
+  for (bool tuple : {false, true}) {
+    GraphBuilder b("bad-shape");
+    NodeId x = b.Parameter(0, F32({2}));
+    Shape result = tuple ? Shape::Tuple({F32({2})}) : F32({2});
+    b.SetOutputs({b.CustomCall("test.bad-shape", {x}, result)});
+    Graph g = BuildOrDie(b);
+    auto exe = Compile(g);
+    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+    auto out = exe->Run({FBuf({2}, {1, 2})});
+    ASSERT_FALSE(out.ok()) << tuple;
+    EXPECT_EQ(out.status().code(), StatusCode::kInternal) << out.status().ToString();
+    EXPECT_NE(out.status().message().find("test.bad-shape"), std::string::npos);
+  }
 }
 
 TEST(ExecutableTest, BadArgumentsAreInvalidArgument) {
