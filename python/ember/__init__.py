@@ -1,0 +1,127 @@
+"""Ember: lazy-tensor execution for PyTorch on the ``ember`` device.
+
+``import ember`` registers PyTorch's PrivateUse1 backend under the name ``ember``.
+Ops on ember tensors are recorded, not run; a sync (``ember.sync()``, a value read such
+as ``.item()``/``.cpu()``/``print``, or ``optimizer.step()``) runs all pending work of all
+live tensors as one cached program.
+"""
+import logging as _logging
+import os as _os
+import warnings as _warnings
+
+import torch as _torch
+
+# Development: EMBER_BUILD_DIR=<cmake build dir>/src/torch loads the extension from an
+# incremental CMake build instead of an installed wheel.
+if _os.environ.get("EMBER_BUILD_DIR"):
+    __path__.append(_os.path.abspath(_os.environ["EMBER_BUILD_DIR"]))  # noqa: F821
+
+from . import _C  # noqa: E402
+
+__version__ = "0.1.0"
+SUPPORTED_TORCH = ("2.13",)
+
+_log = _logging.getLogger("ember")
+
+
+def _warn(msg):
+    _warnings.warn(msg, RuntimeWarning, stacklevel=2)
+
+
+def _log_event(kind, msg):
+    _log.info(msg)
+
+
+_C._init(
+    [_os.path.dirname(_torch.__file__) + _os.sep, _os.path.dirname(__file__) + _os.sep],
+    _warn,
+    _log_event,
+)
+
+from . import _device_module  # noqa: E402
+from . import config  # noqa: E402
+from . import metrics  # noqa: E402
+
+if _torch._C._get_privateuse1_backend_name() != "ember":
+    _torch.utils.rename_privateuse1_backend("ember")
+    _torch._register_device_module("ember", _device_module)
+    _torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+
+from ._device_module import (  # noqa: E402
+    device_count,
+    get_rng_state,
+    initial_seed,
+    is_available,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    set_rng_state,
+    synchronize,
+)
+from . import _hooks  # noqa: E402,F401  (optimizer-step sync)
+
+
+def device(index: int = 0) -> _torch.device:
+    """The ember device, ``torch.device("ember:0")``."""
+    if index != 0:
+        raise ValueError(f"ember has one device (ember:0); got index {index}")
+    return _torch.device("ember", index)
+
+
+def sync() -> None:
+    """Run all pending work of all live ember tensors as one graph."""
+    _C.sync("ember.sync()")
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes of device memory held by ember tensors and pending graphs."""
+    return _C.memory_allocated()
+
+
+def max_memory_allocated(device=None) -> int:
+    return _C.max_memory_allocated()
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _C.reset_peak_memory_stats()
+
+
+def pending_graph() -> str:
+    """The lazy IR that the next sync would run (for debugging)."""
+    return _C.pending_graph_text()
+
+
+__all__ = [
+    "device", "sync", "metrics", "config", "memory_allocated", "max_memory_allocated",
+    "reset_peak_memory_stats", "manual_seed", "manual_seed_all", "seed", "initial_seed",
+    "get_rng_state", "set_rng_state", "device_count", "is_available", "synchronize",
+    "pending_graph",
+]
+
+
+def _install_repr():
+    """print(t) of an ember tensor: one transfer to the host, formatted like eager
+    (torch would otherwise print the functionalization wrapper)."""
+    import torch._tensor_str as ts
+
+    orig = ts._str
+
+    def _str(self, *, tensor_contents=None):
+        if self.device.type != "ember" or not _torch._is_functional_tensor(self):
+            return orig(self, tensor_contents=tensor_contents)
+        with _torch.no_grad():
+            host = self.detach().to("cpu")
+        s = orig(host, tensor_contents=tensor_contents)
+        extra = [f"device='{self.device}'"]
+        if self.grad_fn is not None:
+            extra.append(f"grad_fn=<{type(self.grad_fn).__name__}>")
+        elif self.requires_grad:
+            extra.append("requires_grad=True")
+        return s[:-1] + ", " + ", ".join(extra) + ")"
+
+    ts._str = _str
+
+
+_install_repr()

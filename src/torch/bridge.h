@@ -1,0 +1,208 @@
+// The torch bridge: the `ember` device (PrivateUse1), its lazy tensors and sync.
+//
+// Model (see docs/architecture.md, "Torch bridge"):
+//  * Users hold FunctionalTensorWrapper tensors; functionalization turns views and
+//    in-place ops into functional ops on the inner tensors, which are LazyTensorImpl.
+//  * A LazyTensorImpl shares a LazyState: either device data (a CPU tensor whose
+//    storage comes from the counting device allocator, laid out exactly as the
+//    tensor reports it) or a pending IR value (Node output).
+//  * Nodes are ATen-level: operator handle + boxed argument template + operands.
+//    Output sizes/strides come from the op's Meta kernel, cached.
+//  * sync() gathers the pending values of all live states into one graph, hashes
+//    it structurally, finds or builds an Executable (ordered ATen extern steps over
+//    slots) and runs it, binding results back as device data.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ember_torch {
+
+constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
+inline c10::Device ember_device() { return c10::Device(kDeviceType, 0); }
+
+// ---------------------------------------------------------------- metrics
+struct Metrics {
+  std::mutex mu;
+  int64_t syncs = 0;
+  int64_t graphs_compiled = 0;
+  int64_t memory_cache_hits = 0;
+  int64_t disk_cache_hits = 0;
+  double compile_seconds = 0;
+  double execute_seconds = 0;
+  int64_t transfers_to_device = 0;
+  int64_t transfers_to_host = 0;
+  int64_t ops_traced = 0;
+  int64_t value_reads = 0;
+  int64_t nodes_executed = 0;
+  int64_t extern_copies = 0;  // extern outputs without a usable .out overload
+  int64_t meta_cache_hits = 0;
+  int64_t meta_cache_misses = 0;
+  int64_t early_syncs = 0;
+  std::map<std::string, int64_t> fallbacks;
+  std::map<std::string, int64_t> externs;
+  void clear();
+};
+Metrics& metrics();
+
+// ---------------------------------------------------------------- memory
+c10::Allocator* device_allocator();  // host memory, counted
+int64_t memory_allocated();
+int64_t max_memory_allocated();
+void reset_peak_memory_stats();
+bool is_device_buffer(const at::Tensor& t);  // storage from device_allocator()
+// A CPU tensor backed by the device allocator.
+at::Tensor alloc_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, at::ScalarType dtype,
+                        int64_t storage_offset = 0);
+
+// ---------------------------------------------------------------- RNG
+// The device generator hands out (seed, offset) pairs; a random op runs with a CPU
+// generator seeded from that pair at execution time.
+std::pair<uint64_t, uint64_t> next_rng_pair(const std::optional<at::Generator>& gen, uint64_t draws);
+at::Generator default_generator();
+at::Generator make_generator();
+bool in_bad_fork();
+bool is_ember_generator(const at::Generator& g);
+
+// ---------------------------------------------------------------- IR
+struct TensorMeta {
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  at::ScalarType dtype = at::kFloat;
+  bool operator==(const TensorMeta& o) const {
+    return sizes == o.sizes && strides == o.strides && offset == o.offset && dtype == o.dtype;
+  }
+};
+TensorMeta meta_of(const at::Tensor& t);
+
+struct Node;
+using NodePtr = std::shared_ptr<Node>;
+struct Value {
+  NodePtr node;
+  int index = 0;
+  bool operator==(const Value& o) const { return node == o.node && index == o.index; }
+};
+
+enum class NodeKind { kData, kHost, kOp };
+
+// How one boxed argument of an op node is rebuilt at execution time.
+enum class ArgKind : uint8_t {
+  kPlain,      // attribute, used as recorded (hashed by value)
+  kTensor,     // operand
+  kTensorList, // list of operands
+  kOptTensorList,
+  kScalar,     // Scalar / float argument: a graph input (hashed by type)
+  kScalarList, // Scalar[]: graph inputs
+  kGenerator,  // Generator?: seeded from (seed, offset) graph inputs
+  kDevice,     // Device?: rewritten to cpu / meta
+};
+
+struct ArgSpec {
+  ArgKind kind = ArgKind::kPlain;
+  std::vector<int> operands;  // operand indices (-1: None element)
+};
+
+struct Node {
+  NodeKind kind = NodeKind::kOp;
+  // kData: device buffer. kHost: CPU tensor snapshot (e.g. a wrapped number).
+  at::Tensor data;
+  // kOp:
+  std::optional<c10::OperatorHandle> op;
+  std::vector<c10::IValue> args;  // tensor positions hold None
+  std::vector<ArgSpec> specs;
+  std::vector<Value> operands;
+  std::vector<int> written;       // argument indices the op mutates (cloned first)
+  std::vector<TensorMeta> outputs;
+  std::vector<bool> output_is_view;
+  uint64_t rng_seed = 0, rng_offset = 0;
+  bool seeded_default = false;    // random op without a Generator argument
+  std::string source;             // user's Python file:line when traced
+  uint64_t seq = 0;
+  const char* name() const;
+};
+
+// ---------------------------------------------------------------- tensor state
+struct LazyState {
+  uint64_t id = 0;
+  std::optional<Value> ir;  // pending value
+  at::Tensor data;          // device data
+  bool is_view = false;     // produced by an inner view op (must not be mutated)
+  std::string error;        // set when the sync that should have computed it failed
+  explicit LazyState(uint64_t id_) : id(id_) {}
+  ~LazyState();
+};
+using StatePtr = std::shared_ptr<LazyState>;
+
+// The registry of live tensor states; guarded by a mutex that is never held across a
+// dispatcher or Python call.
+std::mutex& state_mutex();
+StatePtr new_state();
+std::vector<std::pair<StatePtr, Value>> pending_states();  // creation order
+int64_t pending_op_count();
+void add_pending_ops(int64_t n);
+
+class LazyTensorImpl : public c10::TensorImpl {
+ public:
+  LazyTensorImpl(const TensorMeta& meta, StatePtr state);
+  const StatePtr& state() const { return state_; }
+  void set_meta(const TensorMeta& meta);
+  TensorMeta meta() const;
+
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
+      const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const override;
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
+      c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const override;
+  void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override;
+
+ private:
+  const char* tensorimpl_type_name() const override { return "EmberLazyTensorImpl"; }
+  StatePtr state_;
+};
+
+LazyTensorImpl* lazy_impl(const at::Tensor& t);  // nullptr if not an inner lazy tensor
+at::Tensor make_lazy(const TensorMeta& meta, Value v);
+at::Tensor make_lazy_data(at::Tensor data);
+// Wraps in a FunctionalTensorWrapper unless the caller is the functionalization layer.
+at::Tensor maybe_wrap(at::Tensor t);
+at::Tensor unwrap(const at::Tensor& t);  // inner tensor (syncs functional updates)
+
+// The operand a tensor contributes to a new node.
+Value value_of(const at::Tensor& inner);
+// Device data of an inner tensor, syncing if needed.
+at::Tensor materialize(const at::Tensor& inner);
+
+// ---------------------------------------------------------------- tracing
+void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
+void register_kernels();
+
+// ---------------------------------------------------------------- sync
+struct Config {
+  std::atomic<int64_t> max_pending_ops{100000};
+  std::atomic<int64_t> recompile_warn_limit{8};
+  std::atomic<bool> record_source{true};
+  std::atomic<bool> log_recompiles{true};
+};
+Config& config();
+
+void sync(const std::string& reason);
+void maybe_sync_early();
+std::string graph_debug_text();  // lazy IR of the pending graph (for debugging)
+int64_t cache_size();
+void clear_cache();
+
+// Hooks set by the Python binding (the core never includes Python.h).
+extern std::function<std::string()> g_source_hook;
+extern std::function<void(const std::string&)> g_warn_hook;
+extern std::function<void(const std::string&, const std::string&)> g_log_hook;  // (kind, text)
+std::string current_source();
+
+}  // namespace ember_torch

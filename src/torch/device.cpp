@@ -1,0 +1,248 @@
+// Device registration: allocator (counted host memory), generator, guard, hooks.
+#include "bridge.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+#include <pthread.h>
+
+namespace ember_torch {
+
+// ---------------------------------------------------------------- metrics
+Metrics& metrics() {
+  static Metrics* m = new Metrics();
+  return *m;
+}
+
+void Metrics::clear() {
+  std::lock_guard<std::mutex> g(mu);
+  syncs = graphs_compiled = memory_cache_hits = disk_cache_hits = 0;
+  compile_seconds = execute_seconds = 0;
+  transfers_to_device = transfers_to_host = ops_traced = value_reads = 0;
+  nodes_executed = extern_copies = meta_cache_hits = meta_cache_misses = early_syncs = 0;
+  fallbacks.clear();
+  externs.clear();
+}
+
+// ---------------------------------------------------------------- memory
+namespace {
+std::atomic<int64_t> g_allocated{0};
+std::atomic<int64_t> g_peak{0};
+
+void note_alloc(int64_t n) {
+  int64_t now = g_allocated.fetch_add(n) + n;
+  int64_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
+}
+
+struct Block {
+  void* ptr;
+  size_t size;
+};
+
+void delete_block(void* ctx) {
+  auto* b = static_cast<Block*>(ctx);
+  g_allocated.fetch_sub(static_cast<int64_t>(b->size));
+  c10::free_cpu(b->ptr);
+  delete b;
+}
+
+struct DeviceAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    void* p = n ? c10::alloc_cpu(n) : nullptr;  // throws c10::OutOfMemoryError
+    auto* b = new Block{p, n};
+    note_alloc(static_cast<int64_t>(n));
+    // The data lives in host memory; the DataPtr says `cpu` because the buffers are
+    // used as CPU tensors by the ATen extern steps. The ember-facing tensors never
+    // expose this storage.
+    return {p, b, &delete_block, c10::Device(c10::DeviceType::CPU)};
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+// The pinned host allocator for DataLoader(pin_memory=True): plain host memory.
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    void* p = n ? c10::alloc_cpu(n) : nullptr;
+    return {p, p, &c10::free_cpu, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &c10::free_cpu; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+}  // namespace
+
+c10::Allocator* device_allocator() {
+  static DeviceAllocator a;
+  return &a;
+}
+static c10::Allocator* pinned_allocator() {
+  static PinnedAllocator a;
+  return &a;
+}
+bool is_device_buffer(const at::Tensor& t) {
+  return t.storage().data_ptr().get_deleter() == &delete_block;
+}
+int64_t memory_allocated() { return g_allocated.load(); }
+int64_t max_memory_allocated() { return g_peak.load(); }
+void reset_peak_memory_stats() { g_peak.store(g_allocated.load()); }
+
+at::Tensor alloc_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, at::ScalarType dtype,
+                        int64_t storage_offset) {
+  if (storage_offset == 0) {
+    return at::detail::empty_strided_generic(sizes, strides, device_allocator(),
+                                             c10::DispatchKeySet(c10::DispatchKey::CPU), dtype);
+  }
+  // Storage large enough for offset + extent, then restrided.
+  int64_t extent = 1;
+  bool empty = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) empty = true;
+    extent += (sizes[i] - 1) * strides[i];
+  }
+  int64_t n = empty ? storage_offset : storage_offset + extent;
+  auto base = at::detail::empty_generic({n}, device_allocator(),
+                                        c10::DispatchKeySet(c10::DispatchKey::CPU), dtype,
+                                        std::nullopt);
+  return at::Tensor(base).as_strided(sizes, strides, storage_offset);
+}
+
+// ---------------------------------------------------------------- generator
+namespace {
+struct EmberGeneratorImpl final : c10::GeneratorImpl {
+  EmberGeneratorImpl()
+      : c10::GeneratorImpl(ember_device(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+  void set_current_seed(uint64_t seed) override {
+    seed_ = seed;
+    offset_ = 0;
+  }
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
+  uint64_t current_seed() const override { return seed_; }
+  uint64_t seed() override {
+    uint64_t s = c10::detail::getNonDeterministicRandom();
+    set_current_seed(s);
+    return s;
+  }
+  // State: 16 bytes, (seed, offset) as two uint64.
+  void set_state(const c10::TensorImpl& new_state) override {
+    TORCH_CHECK(new_state.numel() == 16 && new_state.dtype() == at::kByte,
+                "ember generator state must be a ByteTensor of 16 bytes");
+    const uint64_t* p = static_cast<const uint64_t*>(new_state.data());
+    seed_ = p[0];
+    offset_ = p[1];
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    auto t = at::empty({16}, at::kByte);
+    uint64_t* p = static_cast<uint64_t*>(t.data_ptr());
+    p[0] = seed_;
+    p[1] = offset_;
+    return t.getIntrusivePtr();
+  }
+  static c10::DeviceType device_type() { return kDeviceType; }
+  uint64_t seed_ = 67280421310721ULL;
+  uint64_t offset_ = 0;
+
+ private:
+  EmberGeneratorImpl* clone_impl() const override {
+    auto* g = new EmberGeneratorImpl();
+    g->seed_ = seed_;
+    g->offset_ = offset_;
+    return g;
+  }
+};
+}  // namespace
+
+at::Generator make_generator() { return at::make_generator<EmberGeneratorImpl>(); }
+
+at::Generator default_generator() {
+  static at::Generator g = make_generator();
+  return g;
+}
+
+bool is_ember_generator(const at::Generator& g) {
+  return g.defined() && g.device().type() == kDeviceType;
+}
+
+std::pair<uint64_t, uint64_t> next_rng_pair(const std::optional<at::Generator>& gen, uint64_t draws) {
+  at::Generator g = (gen.has_value() && is_ember_generator(*gen)) ? *gen : default_generator();
+  std::lock_guard<std::mutex> lock(g.mutex());
+  auto* impl = static_cast<EmberGeneratorImpl*>(g.unsafeGetGeneratorImpl());
+  uint64_t off = impl->offset_;
+  impl->offset_ += (draws + 3) / 4 * 4;  // Philox-style: multiples of 4 draws
+  return {impl->seed_, off};
+}
+
+// ---------------------------------------------------------------- guard
+namespace {
+struct EmberGuardImpl final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kDeviceType; }
+  c10::Device exchangeDevice(c10::Device d) const override { return ember_device(); }
+  c10::Device getDevice() const override { return ember_device(); }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kDeviceType && (!d.has_index() || d.index() == 0),
+                "ember has one device (ember:0), got ", d);
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {}
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, ember_device());
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    return c10::Stream(c10::Stream::DEFAULT, ember_device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {}
+  void block(void* event, const c10::Stream& stream) const override {}
+  bool queryEvent(void* event) const override { return true; }
+  void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {}
+  bool queryStream(const c10::Stream& stream) const override { return true; }
+  void synchronizeStream(const c10::Stream& stream) const override {}
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {}
+};
+C10_REGISTER_GUARD_IMPL(PrivateUse1, EmberGuardImpl);
+
+// ---------------------------------------------------------------- hooks
+struct EmberHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    static at::Generator g = default_generator();
+    return g;
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex) const override { return make_generator(); }
+  at::Device getDeviceFromPtr(void* data) const override { return ember_device(); }
+  bool isPinnedPtr(const void* data) const override { return false; }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return 1; }
+  c10::DeviceIndex getCurrentDevice() const override { return 0; }
+  void setCurrentDevice(c10::DeviceIndex) const override {}
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex) const override { return 0; }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex) const override { return 0; }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    TORCH_CHECK(false, "ember: resizing the storage of an ember tensor is not supported");
+  }
+};
+
+std::atomic<bool> g_bad_fork{false};
+void on_fork_child() { g_bad_fork.store(true); }
+
+struct Registrar {
+  Registrar() {
+    at::RegisterPrivateUse1HooksInterface(new EmberHooks());
+    pthread_atfork(nullptr, nullptr, &on_fork_child);
+  }
+} g_registrar;
+}  // namespace
+
+bool in_bad_fork() { return g_bad_fork.load(); }
+
+}  // namespace ember_torch

@@ -1,0 +1,180 @@
+// ember._C: Python bindings (pybind11 as shipped inside torch).
+#include <torch/extension.h>
+#include <torch/csrc/Generator.h>
+
+#include <ATen/FunctionalTensorWrapper.h>
+
+#include "bridge.h"
+
+namespace py = pybind11;
+using namespace ember_torch;
+
+namespace {
+
+std::vector<std::string> g_internal_prefixes;
+PyObject* g_warn_fn = nullptr;  // intentionally leaked: must outlive static destruction
+PyObject* g_log_fn = nullptr;
+
+bool is_internal(const char* file) {
+  for (const auto& p : g_internal_prefixes) {
+    if (std::strncmp(file, p.c_str(), p.size()) == 0) return true;
+  }
+  return file[0] == '<';  // <frozen ...>, <string> helpers
+}
+
+// The innermost Python frame outside torch and ember: "file:line".
+std::string python_source() {
+  if (!Py_IsInitialized()) return "";
+  py::gil_scoped_acquire gil;
+  PyFrameObject* f = PyEval_GetFrame();
+  if (!f) return "";
+  Py_INCREF(f);
+  std::string out;
+  while (f) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    if (file && !is_internal(file)) {
+      out = std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(f));
+      Py_DECREF(code);
+      Py_DECREF(f);
+      break;
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+  }
+  if (PyErr_Occurred()) PyErr_Clear();
+  return out;
+}
+
+void call_py(PyObject* fn, const std::string& a, const std::string* b) {
+  if (!fn || !Py_IsInitialized()) return;
+  py::gil_scoped_acquire gil;
+  try {
+    py::handle h(fn);
+    if (b) h(a, *b); else h(a);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("ember callback");
+  }
+}
+
+at::Tensor inner_of(const at::Tensor& t) {
+  if (at::functionalization::impl::isFunctionalTensor(t)) {
+    at::functionalization::impl::sync(t);
+    return at::functionalization::impl::from_functional_tensor(t);
+  }
+  return t;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "ember: lazy tensors for PyTorch (C++ bridge)";
+  register_kernels();
+
+  m.def("_init", [](std::vector<std::string> prefixes, py::object warn, py::object log) {
+    g_internal_prefixes = std::move(prefixes);
+    Py_XINCREF(warn.ptr());
+    Py_XINCREF(log.ptr());
+    g_warn_fn = warn.ptr();
+    g_log_fn = log.ptr();
+    g_source_hook = &python_source;
+    g_warn_hook = [](const std::string& msg) { call_py(g_warn_fn, msg, nullptr); };
+    g_log_hook = [](const std::string& kind, const std::string& msg) { call_py(g_log_fn, kind, &msg); };
+  });
+
+  m.def("sync", [](const std::string& reason) { sync(reason); },
+        py::arg("reason") = "ember.sync()", py::call_guard<py::gil_scoped_release>());
+  m.def("pending_graph_text", &graph_debug_text, py::call_guard<py::gil_scoped_release>());
+  m.def("pending_ops", &pending_op_count);
+  m.def("cache_size", &cache_size);
+  m.def("clear_cache", &clear_cache);
+
+  m.def("counters", []() {
+    auto& mt = metrics();
+    std::lock_guard<std::mutex> g(mt.mu);
+    py::dict d;
+    d["syncs"] = mt.syncs;
+    d["graphs_compiled"] = mt.graphs_compiled;
+    d["memory_cache_hits"] = mt.memory_cache_hits;
+    d["disk_cache_hits"] = mt.disk_cache_hits;
+    d["compile_seconds"] = mt.compile_seconds;
+    d["execute_seconds"] = mt.execute_seconds;
+    d["transfers_to_device"] = mt.transfers_to_device;
+    d["transfers_to_host"] = mt.transfers_to_host;
+    d["ops_traced"] = mt.ops_traced;
+    d["value_reads"] = mt.value_reads;
+    d["fallbacks"] = mt.fallbacks;
+    d["externs"] = mt.externs;
+    d["nodes_executed"] = mt.nodes_executed;
+    d["extern_copies"] = mt.extern_copies;
+    d["meta_cache_hits"] = mt.meta_cache_hits;
+    d["meta_cache_misses"] = mt.meta_cache_misses;
+    d["early_syncs"] = mt.early_syncs;
+    return d;
+  });
+  m.def("clear_counters", []() { metrics().clear(); });
+
+  m.def("memory_allocated", &memory_allocated);
+  m.def("max_memory_allocated", &max_memory_allocated);
+  m.def("reset_peak_memory_stats", &reset_peak_memory_stats);
+
+  m.def("set_config", [](const std::string& key, py::object v) {
+    auto& c = config();
+    if (key == "max_pending_ops") c.max_pending_ops = v.cast<int64_t>();
+    else if (key == "recompile_warn_limit") c.recompile_warn_limit = v.cast<int64_t>();
+    else if (key == "record_source") c.record_source = v.cast<bool>();
+    else if (key == "log_recompiles") c.log_recompiles = v.cast<bool>();
+    else throw py::key_error("unknown ember config key: " + key);
+  });
+
+  // RNG
+  m.def("manual_seed", [](uint64_t seed) {
+    auto g = default_generator();
+    std::lock_guard<std::mutex> l(g.mutex());
+    g.set_current_seed(seed);
+  });
+  m.def("seed", []() {
+    auto g = default_generator();
+    std::lock_guard<std::mutex> l(g.mutex());
+    return g.seed();
+  });
+  m.def("initial_seed", []() {
+    auto g = default_generator();
+    std::lock_guard<std::mutex> l(g.mutex());
+    return g.current_seed();
+  });
+  m.def("get_rng_state", []() {
+    auto g = default_generator();
+    std::lock_guard<std::mutex> l(g.mutex());
+    return at::Tensor(g.get_state());
+  });
+  m.def("set_rng_state", [](const at::Tensor& state) {
+    auto g = default_generator();
+    std::lock_guard<std::mutex> l(g.mutex());
+    g.set_state(state);
+  });
+  m.def("default_generator", []() {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator()));
+  });
+  m.def("is_in_bad_fork", &in_bad_fork);
+
+  // Introspection for tests and debugging.
+  m.def("is_pending", [](const at::Tensor& t) {
+    auto in = inner_of(t);
+    auto* impl = lazy_impl(in);
+    if (!impl) return false;
+    std::lock_guard<std::mutex> g(state_mutex());
+    return impl->state()->ir.has_value();
+  });
+  m.def("is_functional", [](const at::Tensor& t) {
+    return at::functionalization::impl::isFunctionalTensor(t);
+  });
+  m.def("data_of", [](const at::Tensor& t) {
+    // The device buffer behind a tensor (a CPU tensor sharing its memory).
+    auto in = inner_of(t);
+    TORCH_CHECK(lazy_impl(in), "not an ember tensor");
+    return materialize(in);
+  }, py::call_guard<py::gil_scoped_release>());
+}

@@ -1,0 +1,741 @@
+// Sync: one graph from the pending values of all live tensors, a structural hash, an
+// in-memory cache of executables, execution as ATen extern steps over slots.
+#include "bridge.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ember_torch {
+namespace {
+
+int64_t dbits(double d) {
+  int64_t x;
+  std::memcpy(&x, &d, sizeof(x));
+  return x;
+}
+
+void hash_plain(const c10::IValue& v, std::vector<int64_t>& t) {
+  if (v.isNone()) { t.push_back(1); return; }
+  if (v.isInt()) { t.push_back(2); t.push_back(v.toInt()); return; }
+  if (v.isBool()) { t.push_back(3); t.push_back(v.toBool()); return; }
+  if (v.isDouble()) { t.push_back(4); t.push_back(dbits(v.toDouble())); return; }
+  if (v.isIntList()) {
+    auto l = v.toIntVector();
+    t.push_back(6); t.push_back(l.size());
+    t.insert(t.end(), l.begin(), l.end());
+    return;
+  }
+  if (v.isSymIntList()) {
+    auto l = v.toSymIntList();
+    t.push_back(6); t.push_back(l.size());
+    for (size_t i = 0; i < l.size(); ++i) t.push_back(l.get(i).expect_int());
+    return;
+  }
+  if (v.isString()) { t.push_back(9); t.push_back(std::hash<std::string>()(v.toStringRef())); return; }
+  if (v.isDevice()) { t.push_back(10); return; }
+  if (v.isList()) {
+    auto l = v.toList();
+    t.push_back(12); t.push_back(l.size());
+    for (size_t i = 0; i < l.size(); ++i) hash_plain(l.get(i), t);
+    return;
+  }
+  t.push_back(13);
+  t.push_back(std::hash<std::string>()(v.tagKind()));
+}
+
+void hash_meta(const TensorMeta& m, std::vector<int64_t>& t) {
+  t.push_back(static_cast<int64_t>(m.dtype));
+  t.push_back(m.sizes.size());
+  t.insert(t.end(), m.sizes.begin(), m.sizes.end());
+  t.insert(t.end(), m.strides.begin(), m.strides.end());
+  t.push_back(m.offset);
+}
+
+int64_t scalar_tag(const c10::IValue& v) {
+  if (v.isDouble()) return 1;
+  if (v.isInt()) return 2;
+  if (v.isBool()) return 3;
+  if (v.isComplexDouble()) return 4;
+  return 5;
+}
+
+// ---------------------------------------------------------------- graph
+struct Graph {
+  std::vector<Node*> ops;                 // op nodes, topological order
+  std::vector<at::Tensor> inputs;         // tensor inputs (data, host), slot order
+  std::vector<c10::IValue> scalars;       // scalar inputs
+  std::vector<int> output_slots;          // per root
+  std::vector<int64_t> tokens;            // canonical structure
+  std::unordered_map<const Node*, int> first_slot;  // slot of output 0 of each node
+  int num_slots = 0;
+  uint64_t hash = 0;
+};
+
+uint64_t hash_tokens(const std::vector<int64_t>& v) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int64_t x : v) {
+    h ^= static_cast<uint64_t>(x);
+    h *= 1099511628211ULL;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+int slot_of(const Graph& g, const Value& v) { return g.first_slot.at(v.node.get()) + v.index; }
+
+void build_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Graph& g) {
+  std::unordered_map<const c10::TensorImpl*, int> data_slots;
+  std::unordered_set<const Node*> visited;
+  // Iterative post-order DFS.
+  std::vector<std::pair<Node*, size_t>> work;
+  auto& t = g.tokens;
+  auto visit_leaf = [&](Node* n) {
+    if (n->kind == NodeKind::kData) {
+      auto* key = n->data.unsafeGetTensorImpl();
+      auto it = data_slots.find(key);
+      if (it != data_slots.end()) {
+        g.first_slot[n] = it->second;
+        return;
+      }
+      int s = g.num_slots++;
+      data_slots[key] = s;
+      g.first_slot[n] = s;
+      g.inputs.push_back(n->data);
+      t.push_back(-1);
+      hash_meta(n->outputs[0], t);
+    } else {
+      int s = g.num_slots++;
+      g.first_slot[n] = s;
+      g.inputs.push_back(n->data);
+      t.push_back(-2);
+      hash_meta(n->outputs[0], t);
+      t.push_back(n->data.unsafeGetTensorImpl()->is_wrapped_number());
+    }
+  };
+  auto emit_op = [&](Node* n) {
+    g.first_slot[n] = g.num_slots;
+    g.num_slots += static_cast<int>(n->outputs.size());
+    g.ops.push_back(n);
+    t.push_back(-3);
+    t.push_back(static_cast<int64_t>(std::hash<std::string>()(n->op->schema().name())));
+    t.push_back(static_cast<int64_t>(std::hash<std::string>()(n->op->schema().overload_name())));
+    for (size_t i = 0; i < n->specs.size(); ++i) {
+      const auto& sp = n->specs[i];
+      t.push_back(100 + static_cast<int>(sp.kind));
+      switch (sp.kind) {
+        case ArgKind::kPlain: hash_plain(n->args[i], t); break;
+        case ArgKind::kTensor:
+        case ArgKind::kTensorList:
+        case ArgKind::kOptTensorList:
+          t.push_back(sp.operands.size());
+          for (int o : sp.operands) t.push_back(o < 0 ? -1 : slot_of(g, n->operands[o]));
+          break;
+        case ArgKind::kScalar:
+          t.push_back(scalar_tag(n->args[i]));
+          g.scalars.push_back(n->args[i]);
+          break;
+        case ArgKind::kScalarList: {
+          auto l = n->args[i].toList();
+          t.push_back(l.size());
+          for (size_t j = 0; j < l.size(); ++j) {
+            t.push_back(scalar_tag(l.get(j)));
+            g.scalars.push_back(l.get(j));
+          }
+          break;
+        }
+        case ArgKind::kGenerator:
+          g.scalars.emplace_back(static_cast<int64_t>(n->rng_seed));
+          g.scalars.emplace_back(static_cast<int64_t>(n->rng_offset));
+          break;
+        case ArgKind::kDevice: break;
+      }
+    }
+    if (n->seeded_default) {
+      t.push_back(-7);
+      g.scalars.emplace_back(static_cast<int64_t>(n->rng_seed));
+      g.scalars.emplace_back(static_cast<int64_t>(n->rng_offset));
+    }
+    for (const auto& m : n->outputs) hash_meta(m, t);
+  };
+  for (const auto& r : roots) {
+    Node* root = r.second.node.get();
+    if (visited.count(root)) continue;
+    work.emplace_back(root, 0);
+    visited.insert(root);
+    while (!work.empty()) {
+      auto& [n, i] = work.back();
+      if (n->kind != NodeKind::kOp) {
+        visit_leaf(n);
+        work.pop_back();
+        continue;
+      }
+      if (i < n->operands.size()) {
+        Node* c = n->operands[i].node.get();
+        ++i;
+        if (!visited.count(c)) {
+          visited.insert(c);
+          work.emplace_back(c, 0);
+        }
+        continue;
+      }
+      Node* done = n;
+      work.pop_back();
+      emit_op(done);
+    }
+  }
+  t.push_back(-4);
+  for (const auto& r : roots) {
+    int s = slot_of(g, r.second);
+    g.output_slots.push_back(s);
+    t.push_back(s);
+  }
+  g.hash = hash_tokens(t);
+}
+
+// ---------------------------------------------------------------- executable
+struct Step {
+  c10::OperatorHandle op;
+  std::optional<c10::OperatorHandle> out_op;  // `.out` overload writing into our buffers
+  std::vector<c10::IValue> args;              // template
+  std::vector<ArgKind> kinds;
+  std::vector<std::vector<int>> refs;         // slots / scalar indices per argument
+  std::vector<int> written;
+  std::vector<int> out_slots;
+  std::vector<TensorMeta> out_metas;
+  std::vector<bool> out_view;
+  int seed_idx = -1;                          // seeded_default: (seed, offset) scalars
+  std::string name;
+};
+
+struct Executable {
+  std::vector<int64_t> tokens;
+  int num_slots = 0;
+  int num_inputs = 0;
+  std::vector<Step> steps;
+  std::vector<int> output_slots;
+};
+
+std::optional<c10::OperatorHandle> find_out_overload(const c10::OperatorHandle& op, const Node& n) {
+  const auto& s = op.schema();
+  if (!n.written.empty()) return std::nullopt;
+  for (bool v : n.output_is_view) if (v) return std::nullopt;
+  for (const auto& r : s.returns()) {
+    if (r.type()->kind() != c10::TypeKind::TensorType) return std::nullopt;
+  }
+  if (n.outputs.size() != s.returns().size()) return std::nullopt;  // undefined results
+  std::vector<std::string> cands;
+  if (s.overload_name().empty()) {
+    cands = {"out"};
+  } else {
+    cands = {s.overload_name() + "_out", "out"};
+  }
+  for (const auto& c : cands) {
+    auto h = c10::Dispatcher::singleton().findOp(c10::OperatorName(s.name(), c));
+    if (!h) continue;
+    const auto& os = h->schema();
+    size_t n_in = s.arguments().size(), n_ret = s.returns().size();
+    if (os.arguments().size() != n_in + n_ret) continue;
+    bool ok = true;
+    for (size_t i = 0; i < n_in && ok; ++i) {
+      ok = os.arguments()[i].name() == s.arguments()[i].name() &&
+           *os.arguments()[i].type() == *s.arguments()[i].type();
+    }
+    for (size_t i = n_in; i < n_in + n_ret && ok; ++i) {
+      const auto* ai = os.arguments()[i].alias_info();
+      ok = ai && ai->isWrite() && os.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
+    }
+    if (!ok) continue;
+    if (!h->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
+    return h;
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<Executable> compile(const Graph& g) {
+  auto ex = std::make_shared<Executable>();
+  ex->tokens = g.tokens;
+  ex->num_slots = g.num_slots;
+  ex->num_inputs = static_cast<int>(g.inputs.size());
+  ex->output_slots = g.output_slots;
+  int scalar_idx = 0;
+  for (Node* n : g.ops) {
+    Step st{*n->op};
+    st.name = n->op->schema().name();
+    if (!n->op->schema().overload_name().empty()) st.name += "." + n->op->schema().overload_name();
+    st.out_op = find_out_overload(*n->op, *n);
+    st.args = n->args;
+    st.written = n->written;
+    for (size_t i = 0; i < n->specs.size(); ++i) {
+      const auto& sp = n->specs[i];
+      st.kinds.push_back(sp.kind);
+      std::vector<int> refs;
+      switch (sp.kind) {
+        case ArgKind::kTensor:
+        case ArgKind::kTensorList:
+        case ArgKind::kOptTensorList:
+          for (int o : sp.operands) refs.push_back(o < 0 ? -1 : slot_of(g, n->operands[o]));
+          break;
+        case ArgKind::kScalar: refs.push_back(scalar_idx++); break;
+        case ArgKind::kScalarList: {
+          size_t len = n->args[i].toList().size();
+          for (size_t j = 0; j < len; ++j) refs.push_back(scalar_idx++);
+          break;
+        }
+        case ArgKind::kGenerator:
+          refs.push_back(scalar_idx);
+          scalar_idx += 2;
+          break;
+        default: break;
+      }
+      st.refs.push_back(std::move(refs));
+    }
+    if (n->seeded_default) {
+      st.seed_idx = scalar_idx;
+      scalar_idx += 2;
+    }
+    int first = g.first_slot.at(n);
+    for (size_t k = 0; k < n->outputs.size(); ++k) st.out_slots.push_back(first + static_cast<int>(k));
+    st.out_metas = n->outputs;
+    st.out_view = n->output_is_view;
+    ex->steps.push_back(std::move(st));
+  }
+  return ex;
+}
+
+bool is_our_buffer(const at::Tensor& t) { return is_device_buffer(t); }
+
+at::Tensor conform(const at::Tensor& r, const TensorMeta& m, bool view, bool* copied) {
+  bool same = r.sizes().vec() == m.sizes && r.strides().vec() == m.strides &&
+              r.scalar_type() == m.dtype;
+  if (view) {
+    if (same && r.storage_offset() == m.offset) return r;
+  } else if (same && (r.storage_offset() == m.offset) && is_our_buffer(r)) {
+    return r;
+  }
+  at::Tensor b = alloc_buffer(m.sizes, m.strides, m.dtype, m.offset);
+  b.copy_(r);
+  *copied = true;
+  return b;
+}
+
+at::Generator cpu_gen(uint64_t seed, uint64_t offset) {
+  uint64_t s = seed ^ (offset * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL);
+  return at::make_generator<at::CPUGeneratorImpl>(s);
+}
+
+[[noreturn]] void rethrow_at(const std::exception& e, const Step& st, const Node* n) {
+  std::string where = "ember: error while running " + st.name;
+  if (n && !n->source.empty()) where += " (traced at " + n->source + ")";
+  where += ": ";
+  if (auto* ie = dynamic_cast<const c10::IndexError*>(&e)) {
+    throw c10::IndexError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + ie->what_without_backtrace());
+  }
+  if (auto* ve = dynamic_cast<const c10::ValueError*>(&e)) {
+    throw c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + ve->what_without_backtrace());
+  }
+  if (auto* te = dynamic_cast<const c10::TypeError*>(&e)) {
+    throw c10::TypeError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + te->what_without_backtrace());
+  }
+  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) {
+    throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + ce->what_without_backtrace());
+  }
+  throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + e.what());
+}
+
+// ---------------------------------------------------------------- cache + call sites
+std::mutex g_cache_mu;
+std::unordered_map<uint64_t, std::vector<std::shared_ptr<Executable>>> g_cache;
+struct SiteInfo {
+  std::unordered_set<uint64_t> graphs;
+  std::vector<std::string> last_ops;
+  std::vector<std::string> last_inputs;
+  bool warned = false;
+};
+std::unordered_map<std::string, SiteInfo> g_sites;
+std::atomic<bool> g_cap_warned{false};
+std::mutex g_sync_mu;  // one sync at a time
+
+std::string dtype_name(at::ScalarType t) { return c10::toString(t); }
+
+std::string meta_str(const TensorMeta& m) {
+  std::ostringstream os;
+  os << dtype_name(m.dtype) << "[";
+  for (size_t i = 0; i < m.sizes.size(); ++i) os << (i ? "," : "") << m.sizes[i];
+  os << "]";
+  return os.str();
+}
+
+std::string graph_text(const Graph& g) {
+  std::ostringstream os;
+  os << "# ember lazy graph " << std::hex << g.hash << std::dec << ": " << g.ops.size() << " ops, "
+     << g.inputs.size() << " tensor inputs, " << g.scalars.size() << " scalar inputs\n";
+  std::unordered_map<const Node*, bool> printed;
+  for (const auto& kv : g.first_slot) {
+    const Node* n = kv.first;
+    if (n->kind == NodeKind::kOp) continue;
+    os << "%" << kv.second << " = " << (n->kind == NodeKind::kData ? "parameter " : "host ")
+       << meta_str(n->outputs[0]) << "\n";
+  }
+  for (const Node* n : g.ops) {
+    int first = g.first_slot.at(n);
+    os << "(";
+    for (size_t k = 0; k < n->outputs.size(); ++k) {
+      os << (k ? ", " : "") << "%" << first + k << ": " << meta_str(n->outputs[k]);
+    }
+    os << ") = " << n->op->schema().name();
+    if (!n->op->schema().overload_name().empty()) os << "." << n->op->schema().overload_name();
+    os << "(";
+    for (size_t i = 0; i < n->specs.size(); ++i) {
+      os << (i ? ", " : "");
+      const auto& sp = n->specs[i];
+      switch (sp.kind) {
+        case ArgKind::kTensor:
+        case ArgKind::kTensorList:
+        case ArgKind::kOptTensorList:
+          if (sp.kind != ArgKind::kTensor) os << "[";
+          for (size_t j = 0; j < sp.operands.size(); ++j) {
+            os << (j ? ", " : "");
+            int o = sp.operands[j];
+            if (o < 0) os << "None"; else os << "%" << slot_of(g, n->operands[o]);
+          }
+          if (sp.kind != ArgKind::kTensor) os << "]";
+          break;
+        case ArgKind::kScalar: os << "$scalar"; break;
+        case ArgKind::kScalarList: os << "$scalars"; break;
+        case ArgKind::kGenerator: os << "$rng"; break;
+        case ArgKind::kDevice: os << "device"; break;
+        case ArgKind::kPlain: os << n->args[i]; break;
+      }
+    }
+    os << ")";
+    if (!n->source.empty()) os << "  # " << n->source;
+    os << "\n";
+  }
+  os << "return (";
+  for (size_t i = 0; i < g.output_slots.size(); ++i) os << (i ? ", " : "") << "%" << g.output_slots[i];
+  os << ")\n";
+  return os.str();
+}
+
+void log_recompile(const std::string& site, const Graph& g) {
+  if (site.empty()) return;
+  std::vector<std::string> ops, ins;
+  for (const Node* n : g.ops) ops.push_back(n->op->schema().name() + "->" + meta_str(n->outputs[0]));
+  for (const auto& t : g.inputs) ins.push_back(meta_str(meta_of(t)));
+  SiteInfo& info = g_sites[site];
+  if (!info.graphs.empty() && config().log_recompiles.load() && g_log_hook) {
+    std::string why;
+    for (size_t i = 0; i < std::min(ins.size(), info.last_inputs.size()) && why.empty(); ++i) {
+      if (ins[i] != info.last_inputs[i]) {
+        why = "input " + std::to_string(i) + " changed from " + info.last_inputs[i] + " to " + ins[i];
+      }
+    }
+    for (size_t i = 0; i < std::min(ops.size(), info.last_ops.size()) && why.empty(); ++i) {
+      if (ops[i] != info.last_ops[i]) why = "op " + std::to_string(i) + " changed from " + info.last_ops[i] + " to " + ops[i];
+    }
+    if (why.empty() && ops.size() != info.last_ops.size()) {
+      why = "op count changed from " + std::to_string(info.last_ops.size()) + " to " + std::to_string(ops.size());
+    }
+    if (why.empty() && ins.size() != info.last_inputs.size()) {
+      why = "input count changed from " + std::to_string(info.last_inputs.size()) + " to " + std::to_string(ins.size());
+    }
+    if (why.empty()) why = "scalar argument types or attributes changed";
+    g_log_hook("recompile", "ember: recompiling at " + site + ": " + why);
+  }
+  info.graphs.insert(g.hash);
+  info.last_ops = std::move(ops);
+  info.last_inputs = std::move(ins);
+  if (!info.warned && static_cast<int64_t>(info.graphs.size()) > config().recompile_warn_limit.load() &&
+      g_warn_hook) {
+    info.warned = true;
+    g_warn_hook("ember: " + site + " has compiled " + std::to_string(info.graphs.size()) +
+                " distinct graphs (limit " + std::to_string(config().recompile_warn_limit.load()) +
+                "); shapes or dtypes probably change every step");
+  }
+}
+
+std::string error_text(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::Error& ce) {
+    return ce.what_without_backtrace();
+  } catch (const std::exception& se) {
+    return se.what();
+  }
+  return "unknown error";
+}
+
+void dump_graph(const Graph& g) {
+  const char* dir = std::getenv("EMBER_DEBUG_DIR");
+  if (!dir || !*dir) return;
+  std::ostringstream name;
+  name << dir << "/graph_" << std::hex << g.hash << ".lazy.txt";
+  std::ofstream f(name.str());
+  if (f) f << graph_text(g);
+}
+
+}  // namespace
+
+void sync(const std::string& reason) {
+  std::lock_guard<std::mutex> sync_lock(g_sync_mu);
+  auto roots = pending_states();
+  add_pending_ops(-1);
+  if (roots.empty()) return;
+  Graph g;
+  build_graph(roots, g);
+
+  std::shared_ptr<Executable> ex;
+  bool hit = false;
+  {
+    std::lock_guard<std::mutex> lk(g_cache_mu);
+    auto it = g_cache.find(g.hash);
+    if (it != g_cache.end()) {
+      for (auto& e : it->second) {
+        if (e->tokens == g.tokens) {  // never trust the hash alone
+          ex = e;
+          hit = true;
+          break;
+        }
+      }
+    }
+  }
+  if (!ex) {
+    auto t0 = std::chrono::steady_clock::now();
+    ex = compile(g);
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string site = current_source();
+    {
+      std::lock_guard<std::mutex> lk(g_cache_mu);
+      g_cache[g.hash].push_back(ex);
+      log_recompile(site, g);
+    }
+    dump_graph(g);
+    std::lock_guard<std::mutex> mg(metrics().mu);
+    metrics().graphs_compiled++;
+    metrics().compile_seconds += dt;
+  }
+  {
+    std::lock_guard<std::mutex> mg(metrics().mu);
+    metrics().syncs++;
+    if (hit) metrics().memory_cache_hits++;
+  }
+
+  // Execute.
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<at::Tensor> slots(ex->num_slots);
+  // Leaves were assigned slots in visitation order, interleaved with op outputs.
+  for (const auto& kv : g.first_slot) {
+    if (kv.first->kind != NodeKind::kOp) slots[kv.second] = kv.first->data;
+  }
+  std::map<std::string, int64_t> extern_counts;
+  int64_t copies = 0;
+  // A failing step poisons its outputs; independent steps still run, so every tensor
+  // that does not depend on the failure stays readable.
+  std::vector<bool> failed(ex->num_slots, false);
+  std::exception_ptr first_error;
+  for (size_t si = 0; si < ex->steps.size(); ++si) {
+    const Step& st = ex->steps[si];
+    const Node* node = g.ops[si];
+    bool poisoned = false;
+    for (const auto& refs : st.refs) {
+      (void)refs;
+    }
+    for (size_t i = 0; i < st.kinds.size() && !poisoned; ++i) {
+      auto k = st.kinds[i];
+      if (k == ArgKind::kTensor || k == ArgKind::kTensorList || k == ArgKind::kOptTensorList) {
+        for (int s : st.refs[i]) poisoned = poisoned || (s >= 0 && failed[s]);
+      }
+    }
+    if (poisoned) {
+      for (int s : st.out_slots) failed[s] = true;
+      continue;
+    }
+    try {
+      torch::jit::Stack stack;
+      stack.reserve(st.args.size() + st.out_metas.size());
+      for (size_t i = 0; i < st.args.size(); ++i) {
+        const auto& refs = st.refs[i];
+        bool written = std::find(st.written.begin(), st.written.end(), static_cast<int>(i)) != st.written.end();
+        auto get = [&](int s) -> at::Tensor {
+          at::Tensor t = slots[s];
+          if (written) {
+            at::Tensor c = alloc_buffer(t.sizes(), t.strides(), t.scalar_type(), t.storage_offset());
+            c.copy_(t);
+            return c;
+          }
+          return t;
+        };
+        switch (st.kinds[i]) {
+          case ArgKind::kPlain: stack.push_back(st.args[i]); break;
+          case ArgKind::kTensor: stack.emplace_back(refs[0] < 0 ? at::Tensor() : get(refs[0])); break;
+          case ArgKind::kTensorList: {
+            c10::List<at::Tensor> l;
+            for (int s : refs) l.push_back(get(s));
+            stack.emplace_back(std::move(l));
+            break;
+          }
+          case ArgKind::kOptTensorList: {
+            c10::List<std::optional<at::Tensor>> l;
+            for (int s : refs) {
+              if (s < 0) l.push_back(std::nullopt); else l.push_back(get(s));
+            }
+            stack.emplace_back(std::move(l));
+            break;
+          }
+          case ArgKind::kScalar: stack.push_back(g.scalars[refs[0]]); break;
+          case ArgKind::kScalarList: {
+            auto orig = node->args[i].toList();
+            c10::impl::GenericList l(orig.elementType());
+            for (int s : refs) l.push_back(g.scalars[s]);
+            stack.emplace_back(std::move(l));
+            break;
+          }
+          case ArgKind::kGenerator:
+            stack.emplace_back(cpu_gen(static_cast<uint64_t>(g.scalars[refs[0]].toInt()),
+                                       static_cast<uint64_t>(g.scalars[refs[0] + 1].toInt())));
+            break;
+          case ArgKind::kDevice: stack.emplace_back(c10::Device(at::kCPU)); break;
+        }
+      }
+      std::vector<at::Tensor> results;
+      // Written arguments (cloned above) are the first outputs.
+      std::vector<at::Tensor> written_ts;
+      for (int w : st.written) {
+        const auto& v = stack[w];
+        if (v.isTensor()) written_ts.push_back(v.toTensor());
+        else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorList()) written_ts.push_back(t);
+      }
+      std::optional<at::Tensor> saved_rng;
+      if (st.seed_idx >= 0) {
+        auto gen = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> l(gen.mutex());
+        saved_rng = gen.get_state();
+        uint64_t seed = static_cast<uint64_t>(g.scalars[st.seed_idx].toInt());
+        uint64_t off = static_cast<uint64_t>(g.scalars[st.seed_idx + 1].toInt());
+        gen.set_current_seed(seed ^ (off * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
+      }
+      struct RestoreRng {
+        std::optional<at::Tensor>& s;
+        ~RestoreRng() {
+          if (!s) return;
+          auto gen = at::detail::getDefaultCPUGenerator();
+          std::lock_guard<std::mutex> l(gen.mutex());
+          gen.set_state(*s);
+        }
+      } restore_rng{saved_rng};
+      if (st.out_op) {
+        std::vector<at::Tensor> outs;
+        for (const auto& m : st.out_metas) {
+          outs.push_back(alloc_buffer(m.sizes, m.strides, m.dtype, m.offset));
+          stack.emplace_back(outs.back());
+        }
+        st.out_op->callBoxed(&stack);
+        results = outs;
+      } else {
+        st.op.callBoxed(&stack);
+        results = written_ts;
+        const auto& rets = st.op.schema().returns();
+        for (size_t r = 0; r < rets.size(); ++r) {
+          const auto* ai = rets[r].alias_info();
+          if (ai && ai->isWrite()) continue;
+          const auto& v = stack[r];
+          if (v.isTensor()) {
+            if (v.toTensor().defined()) results.push_back(v.toTensor());
+          } else if (v.isTensorList()) {
+            for (const at::Tensor& t : v.toTensorList()) results.push_back(t);
+          }
+        }
+      }
+      TORCH_INTERNAL_ASSERT(results.size() == st.out_slots.size(), "ember: ", st.name, " produced ",
+                            results.size(), " tensors, expected ", st.out_slots.size());
+      for (size_t k = 0; k < results.size(); ++k) {
+        bool copied = false;
+        slots[st.out_slots[k]] = conform(results[k], st.out_metas[k], st.out_view[k], &copied);
+        if (copied && !st.out_view[k]) copies++;
+      }
+      extern_counts[st.name]++;
+    } catch (const std::exception& e) {
+      for (int s : st.out_slots) failed[s] = true;
+      if (!first_error) {
+        try {
+          rethrow_at(e, st, node);
+        } catch (...) {
+          first_error = std::current_exception();
+        }
+      }
+    }
+  }
+  double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    std::lock_guard<std::mutex> mg(metrics().mu);
+    metrics().execute_seconds += dt;
+    metrics().nodes_executed += static_cast<int64_t>(ex->steps.size());
+    metrics().extern_copies += copies;
+    for (auto& kv : extern_counts) metrics().externs[kv.first] += kv.second;
+  }
+
+  // Bind results to the tensors whose value is still the one we computed.
+  std::vector<std::optional<Value>> released;
+  {
+    std::lock_guard<std::mutex> lk(state_mutex());
+    for (size_t i = 0; i < roots.size(); ++i) {
+      auto& s = *roots[i].first;
+      if (s.ir && *s.ir == roots[i].second) {
+        released.push_back(std::move(s.ir));
+        s.ir.reset();
+        if (failed[g.output_slots[i]]) {
+          s.error = error_text(first_error);
+        } else {
+          s.data = slots[g.output_slots[i]];
+        }
+      }
+    }
+  }
+  roots.clear();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+void maybe_sync_early() {
+  int64_t cap = config().max_pending_ops.load();
+  if (cap <= 0 || pending_op_count() < cap) return;
+  if (!g_cap_warned.exchange(true) && g_warn_hook) {
+    g_warn_hook("ember: more than " + std::to_string(cap) +
+                " ops pending without a sync; syncing early (call ember.sync() in loops "
+                "without an optimizer step; ember.config.max_pending_ops sets the cap)");
+  }
+  {
+    std::lock_guard<std::mutex> mg(metrics().mu);
+    metrics().early_syncs++;
+  }
+  sync("pending-op cap");
+}
+
+std::string graph_debug_text() {
+  auto roots = pending_states();
+  if (roots.empty()) return "";
+  Graph g;
+  build_graph(roots, g);
+  return graph_text(g);
+}
+
+int64_t cache_size() {
+  std::lock_guard<std::mutex> lk(g_cache_mu);
+  int64_t n = 0;
+  for (auto& kv : g_cache) n += kv.second.size();
+  return n;
+}
+
+void clear_cache() {
+  std::lock_guard<std::mutex> lk(g_cache_mu);
+  g_cache.clear();
+  g_sites.clear();
+}
+
+}  // namespace ember_torch

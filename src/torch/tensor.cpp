@@ -1,0 +1,1228 @@
+// Lazy tensors and tracing: the boxed PrivateUse1 fallback records each op as an IR
+// node whose output metadata comes from the op's Meta kernel (cached); ops without a
+// Meta kernel or with data-dependent shapes run as counted eager-CPU fallbacks.
+#include "bridge.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/FunctionalTensorWrapper.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ember_torch {
+
+std::function<std::string()> g_source_hook;
+std::function<void(const std::string&)> g_warn_hook;
+std::function<void(const std::string&, const std::string&)> g_log_hook;
+
+Config& config() {
+  static Config* c = new Config();
+  return *c;
+}
+
+std::string current_source() {
+  if (!config().record_source.load() || !g_source_hook) return "";
+  return g_source_hook();
+}
+
+const char* Node::name() const {
+  if (kind == NodeKind::kData) return "data";
+  if (kind == NodeKind::kHost) return "host";
+  return op->schema().name().c_str();
+}
+
+TensorMeta meta_of(const at::Tensor& t) {
+  TensorMeta m;
+  m.sizes = t.sizes().vec();
+  m.strides = t.strides().vec();
+  m.offset = t.storage_offset();
+  m.dtype = t.scalar_type();
+  return m;
+}
+
+// ---------------------------------------------------------------- registry
+namespace {
+std::mutex g_mu;
+std::map<uint64_t, std::weak_ptr<LazyState>> g_live;
+std::atomic<uint64_t> g_next_id{0};
+std::atomic<int64_t> g_pending_ops{0};
+}  // namespace
+
+std::mutex& state_mutex() { return g_mu; }
+
+LazyState::~LazyState() {
+  std::lock_guard<std::mutex> g(g_mu);
+  g_live.erase(id);
+}
+
+StatePtr new_state() {
+  auto s = std::make_shared<LazyState>(++g_next_id);
+  std::lock_guard<std::mutex> g(g_mu);
+  g_live.emplace(s->id, s);
+  return s;
+}
+
+std::vector<std::pair<StatePtr, Value>> pending_states() {
+  std::vector<std::pair<StatePtr, Value>> out;
+  std::vector<StatePtr> dropped;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    for (auto& kv : g_live) {
+      StatePtr s = kv.second.lock();
+      if (!s) continue;
+      if (s->ir) {
+        out.emplace_back(s, *s->ir);
+      } else {
+        dropped.push_back(std::move(s));  // released after unlocking
+      }
+    }
+  }
+  return out;
+}
+
+int64_t pending_op_count() { return g_pending_ops.load(); }
+void add_pending_ops(int64_t n) {
+  if (n < 0) {
+    g_pending_ops.store(0);
+  } else {
+    g_pending_ops.fetch_add(n);
+  }
+}
+
+// ---------------------------------------------------------------- tensor impl
+LazyTensorImpl::LazyTensorImpl(const TensorMeta& meta, StatePtr state)
+    : c10::TensorImpl(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                      c10::scalarTypeToTypeMeta(meta.dtype), ember_device()),
+      state_(std::move(state)) {
+  set_storage_access_should_throw();
+  set_sizes_and_strides(meta.sizes, meta.strides, meta.offset);
+}
+
+void LazyTensorImpl::set_meta(const TensorMeta& m) {
+  bool allow = allow_tensor_metadata_change();
+  set_allow_tensor_metadata_change(true);
+  set_sizes_and_strides(m.sizes, m.strides, m.offset);
+  set_allow_tensor_metadata_change(allow);
+}
+
+TensorMeta LazyTensorImpl::meta() const {
+  TensorMeta m;
+  m.sizes = sizes_and_strides_.sizes_arrayref().vec();
+  m.strides = sizes_and_strides_.strides_arrayref().vec();
+  m.offset = storage_offset_;
+  m.dtype = c10::typeMetaToScalarType(dtype());
+  return m;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> LazyTensorImpl::shallow_copy_and_detach(
+    const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const {
+  auto impl = c10::make_intrusive<LazyTensorImpl>(meta(), state_);
+  copy_tensor_metadata(this, impl.get(), version_counter, allow_tensor_metadata_change);
+  impl->refresh_numel();
+  impl->refresh_contiguous();
+  return impl;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> LazyTensorImpl::shallow_copy_and_detach(
+    c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const {
+  auto impl = c10::make_intrusive<LazyTensorImpl>(meta(), state_);
+  copy_tensor_metadata(this, impl.get(), std::move(version_counter), allow_tensor_metadata_change);
+  impl->refresh_numel();
+  impl->refresh_contiguous();
+  return impl;
+}
+
+void LazyTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) {
+  auto* other = dynamic_cast<LazyTensorImpl*>(impl.get());
+  TORCH_CHECK(other, "ember: cannot shallow-copy a ", impl->device(), " tensor into an ember tensor");
+  copy_tensor_metadata(other, this, version_counter(), allow_tensor_metadata_change());
+  state_ = other->state_;
+  refresh_numel();
+  refresh_contiguous();
+}
+
+LazyTensorImpl* lazy_impl(const at::Tensor& t) {
+  if (!t.defined()) return nullptr;
+  return dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
+}
+
+at::Tensor make_lazy(const TensorMeta& meta, Value v) {
+  auto s = new_state();
+  s->ir = std::move(v);
+  return at::Tensor(c10::make_intrusive<LazyTensorImpl>(meta, std::move(s)));
+}
+
+at::Tensor make_lazy_data(at::Tensor data) {
+  auto s = new_state();
+  TensorMeta m = meta_of(data);
+  s->data = std::move(data);
+  return at::Tensor(c10::make_intrusive<LazyTensorImpl>(m, std::move(s)));
+}
+
+static bool functionalize_excluded() {
+  return c10::impl::tls_local_dispatch_key_set().excluded_.has(c10::DispatchKey::Functionalize);
+}
+
+at::Tensor maybe_wrap(at::Tensor t) {
+  if (!t.defined() || functionalize_excluded()) return t;
+  if (at::functionalization::impl::isFunctionalTensor(t)) return t;
+  return at::functionalization::impl::to_functional_tensor(t);
+}
+
+at::Tensor unwrap(const at::Tensor& t) {
+  if (t.defined() && at::functionalization::impl::isFunctionalTensor(t)) {
+    at::functionalization::impl::sync(t);
+    return at::functionalization::impl::from_functional_tensor(t);
+  }
+  return t;
+}
+
+Value value_of(const at::Tensor& inner) {
+  auto* impl = lazy_impl(inner);
+  TORCH_INTERNAL_ASSERT(impl, "ember: expected an ember tensor");
+  std::lock_guard<std::mutex> g(g_mu);
+  auto& s = *impl->state();
+  if (s.ir) return *s.ir;
+  TORCH_CHECK(s.error.empty(), "ember: this tensor has no value because the sync that computed "
+              "it failed: ", s.error);
+  TORCH_CHECK(s.data.defined(), "ember: tensor has neither data nor a pending value");
+  auto n = std::make_shared<Node>();
+  n->kind = NodeKind::kData;
+  n->data = s.data;
+  n->outputs.push_back(meta_of(s.data));
+  n->output_is_view.push_back(false);
+  return Value{n, 0};
+}
+
+at::Tensor materialize(const at::Tensor& inner) {
+  auto* impl = lazy_impl(inner);
+  TORCH_INTERNAL_ASSERT(impl, "ember: expected an ember tensor");
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    TORCH_CHECK(impl->state()->error.empty(), "ember: this tensor has no value because the sync "
+                "that computed it failed: ", impl->state()->error);
+    if (!impl->state()->ir) return impl->state()->data;
+  }
+  sync("value read");
+  std::lock_guard<std::mutex> g(g_mu);
+  TORCH_CHECK(impl->state()->error.empty(), "ember: this tensor has no value because the sync "
+              "that computed it failed: ", impl->state()->error);
+  TORCH_CHECK(!impl->state()->ir, "ember: sync did not materialize a live tensor");
+  return impl->state()->data;
+}
+
+// Rebinds `dst` (an inner tensor) to the current value of `src`.
+static void assign_state(const at::Tensor& dst, const at::Tensor& src) {
+  auto* d = lazy_impl(dst);
+  auto* s = lazy_impl(src);
+  TORCH_INTERNAL_ASSERT(d && s);
+  std::optional<Value> old_ir;
+  at::Tensor old_data;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    old_ir = std::move(d->state()->ir);
+    old_data = std::move(d->state()->data);
+    d->state()->ir = s->state()->ir;
+    d->state()->data = s->state()->data;
+    d->state()->error = s->state()->error;
+  }
+  d->set_meta(s->meta());
+}
+
+// ---------------------------------------------------------------- argument helpers
+namespace {
+
+c10::TypeKind base_kind(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::OptionalType) {
+    return t->expectRef<c10::OptionalType>().getElementType()->kind();
+  }
+  return t->kind();
+}
+
+bool is_list_of(const c10::TypePtr& t, c10::TypeKind k) {
+  const c10::TypePtr* tp = &t;
+  c10::TypePtr inner;
+  if (t->kind() == c10::TypeKind::OptionalType) {
+    inner = t->expectRef<c10::OptionalType>().getElementType();
+    tp = &inner;
+  }
+  if ((*tp)->kind() != c10::TypeKind::ListType) return false;
+  auto el = (*tp)->expectRef<c10::ListType>().getElementType();
+  if (el->kind() == c10::TypeKind::OptionalType) {
+    el = el->expectRef<c10::OptionalType>().getElementType();
+  }
+  return el->kind() == k;
+}
+
+std::vector<int64_t> int_vec(const c10::IValue& v) {
+  if (v.isIntList()) return v.toIntVector();
+  std::vector<int64_t> out;
+  auto l = v.toSymIntList();
+  for (size_t i = 0; i < l.size(); ++i) out.push_back(l.get(i).expect_int());
+  return out;
+}
+
+std::optional<at::ScalarType> opt_dtype(const c10::IValue& v) {
+  if (v.isNone()) return std::nullopt;
+  return v.toScalarType();
+}
+
+// Ops whose output shapes depend on data: always eager-CPU fallbacks.
+bool is_data_dependent(const std::string& name) {
+  static const std::unordered_set<std::string> ops = {
+      "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select",
+      "aten::unique", "aten::_unique", "aten::_unique2", "aten::unique_dim",
+      "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::bincount",
+      "aten::_local_scalar_dense", "aten::item", "aten::equal", "aten::allclose",
+      "aten::is_nonzero", "aten::_assert_async", "aten::repeat_interleave",
+      "aten::histogram", "aten::histc", "aten::_ctc_loss", "aten::segment_reduce",
+  };
+  return ops.count(name) > 0;
+}
+
+bool has_bool_index(const std::vector<c10::IValue>& args) {
+  for (const auto& a : args) {
+    if (!a.isOptionalTensorList()) continue;
+    for (const auto& o : a.toOptionalTensorList()) {
+      std::optional<at::Tensor> t = o;
+      if (t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+at::Tensor meta_tensor(const TensorMeta& m, bool wrapped) {
+  int64_t extent = 1;
+  bool empty = false;
+  for (size_t i = 0; i < m.sizes.size(); ++i) {
+    if (m.sizes[i] == 0) empty = true;
+    extent += (m.sizes[i] - 1) * m.strides[i];
+  }
+  int64_t n = empty ? m.offset : m.offset + extent;
+  auto base = at::empty({n}, at::TensorOptions().dtype(m.dtype).device(at::kMeta));
+  auto t = base.as_strided(m.sizes, m.strides, m.offset);
+  if (wrapped) t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
+// ---------------------------------------------------------------- meta cache
+struct MetaResult {
+  std::vector<TensorMeta> outputs;
+  std::vector<bool> is_view;
+  // Per return: -1 single tensor, -2 undefined tensor / None, >=0 list length,
+  // -3 aliases a written argument (returned as that argument).
+  std::vector<int> ret_shape;
+  std::vector<int> ret_alias_arg;  // for -3: argument index
+};
+
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& v) const {
+    uint64_t h = 1469598103934665603ULL;
+    for (int64_t x : v) {
+      h ^= static_cast<uint64_t>(x) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    }
+    return h;
+  }
+};
+
+std::mutex g_meta_mu;
+std::unordered_map<std::vector<int64_t>, std::shared_ptr<const MetaResult>, KeyHash> g_meta_cache;
+
+int64_t bits(double d) {
+  int64_t x;
+  std::memcpy(&x, &d, sizeof(x));
+  return x;
+}
+
+// Appends a value's contribution to the meta-cache key. Returns false if the value
+// cannot be keyed (then the result is not cached).
+bool key_plain(const c10::IValue& v, bool exact_floats, std::vector<int64_t>& key) {
+  if (v.isNone()) { key.push_back(1); return true; }
+  if (v.isInt()) { key.push_back(2); key.push_back(v.toInt()); return true; }
+  if (v.isBool()) { key.push_back(3); key.push_back(v.toBool()); return true; }
+  if (v.isDouble()) { key.push_back(4); key.push_back(exact_floats ? bits(v.toDouble()) : 0); return true; }
+  if (v.isComplexDouble()) { key.push_back(5); return true; }
+  if (v.isIntList() || v.isSymIntList()) {
+    auto vec = int_vec(v);
+    key.push_back(6); key.push_back(vec.size());
+    key.insert(key.end(), vec.begin(), vec.end());
+    return true;
+  }
+  if (v.isDoubleList()) {
+    auto l = v.toDoubleVector();
+    key.push_back(7); key.push_back(l.size());
+    for (double d : l) key.push_back(bits(d));
+    return true;
+  }
+  if (v.isBoolList()) {
+    key.push_back(8);
+    for (bool b : v.toBoolList()) key.push_back(b);
+    return true;
+  }
+  if (v.isString()) { key.push_back(9); key.push_back(std::hash<std::string>()(v.toStringRef())); return true; }
+  if (v.isDevice()) { key.push_back(10); key.push_back(static_cast<int64_t>(v.toDevice().type())); return true; }
+  if (v.isGenerator()) { key.push_back(11); return true; }
+  if (v.isSymInt()) { key.push_back(2); key.push_back(v.toSymInt().expect_int()); return true; }
+  if (v.isList()) {
+    auto l = v.toList();
+    key.push_back(12); key.push_back(l.size());
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (!key_plain(l.get(i), exact_floats, key)) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+void key_tensor(const at::Tensor& t, std::vector<int64_t>& key) {
+  if (!t.defined()) { key.push_back(20); return; }
+  key.push_back(21);
+  key.push_back(static_cast<int64_t>(t.scalar_type()));
+  key.push_back(t.dim());
+  for (auto s : t.sizes()) key.push_back(s);
+  for (auto s : t.strides()) key.push_back(s);
+  key.push_back(t.storage_offset());
+  key.push_back(t.unsafeGetTensorImpl()->is_wrapped_number());
+  key.push_back(t.device().type() == kDeviceType);
+}
+
+// Converts an operand tensor for a meta call.
+at::Tensor to_meta(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  // CPU scalars (wrapped numbers) mix with device tensors, as in eager; Python meta
+  // kernels also require wrapped numbers to be on the CPU.
+  if (t.device().type() == at::kCPU && t.dim() == 0) return t;
+  return meta_tensor(meta_of(t), t.unsafeGetTensorImpl()->is_wrapped_number());
+}
+
+c10::IValue convert_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& f) {
+  if (v.isTensor()) return f(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
+    return out;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const auto& o : v.toOptionalTensorList()) {
+      std::optional<at::Tensor> t = o;
+      if (t && t->defined()) {
+        out.push_back(f(*t));
+      } else {
+        out.push_back(std::nullopt);
+      }
+    }
+    return out;
+  }
+  return v;
+}
+
+bool is_factory(const std::vector<c10::IValue>& args) {
+  for (const auto& a : args) {
+    if (a.isTensor() || a.isTensorList() || a.isOptionalTensorList()) return false;
+  }
+  return true;
+}
+
+// Runs the Meta kernel (cached). Throws whatever the Meta kernel throws.
+std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
+                                             const std::vector<c10::IValue>& args,
+                                             const std::vector<int>& written) {
+  const auto& schema = op.schema();
+  std::vector<int64_t> key;
+  key.reserve(64);
+  key.push_back(reinterpret_cast<int64_t>(&schema));
+  key.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(at::get_default_dtype())));
+  bool exact_floats = is_factory(args);
+  bool cacheable = true;
+  for (const auto& a : args) {
+    if (a.isTensor()) {
+      key_tensor(a.toTensor(), key);
+    } else if (a.isTensorList()) {
+      key.push_back(30);
+      for (const at::Tensor& t : a.toTensorList()) key_tensor(t, key);
+    } else if (a.isOptionalTensorList()) {
+      key.push_back(31);
+      for (const auto& o : a.toOptionalTensorList()) {
+        std::optional<at::Tensor> t = o;
+        key_tensor(t ? *t : at::Tensor(), key);
+      }
+    } else if (!key_plain(a, exact_floats, key)) {
+      cacheable = false;
+      break;
+    }
+  }
+  if (cacheable) {
+    std::lock_guard<std::mutex> g(g_meta_mu);
+    auto it = g_meta_cache.find(key);
+    if (it != g_meta_cache.end()) {
+      std::lock_guard<std::mutex> mg(metrics().mu);
+      metrics().meta_cache_hits++;
+      return it->second;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> mg(metrics().mu);
+    metrics().meta_cache_misses++;
+  }
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    auto k = base_kind(schema.arguments()[i].type());
+    if (a.isDevice()) {
+      stack.emplace_back(c10::Device(at::kMeta));
+    } else if (k == c10::TypeKind::GeneratorType) {
+      stack.emplace_back();
+    } else {
+      stack.push_back(convert_tensors(a, to_meta));
+    }
+  }
+  std::vector<c10::IValue> meta_args = stack;  // keep the written meta tensors
+  op.callBoxed(&stack);
+
+  auto res = std::make_shared<MetaResult>();
+  for (int w : written) {
+    const auto& v = meta_args[w];
+    if (v.isTensor()) {
+      res->outputs.push_back(meta_of(v.toTensor()));
+      res->is_view.push_back(false);
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        res->outputs.push_back(meta_of(t));
+        res->is_view.push_back(false);
+      }
+    }
+  }
+  const auto& rets = schema.returns();
+  TORCH_INTERNAL_ASSERT(stack.size() == rets.size());
+  for (size_t r = 0; r < rets.size(); ++r) {
+    const auto* ai = rets[r].alias_info();
+    const auto& v = stack[r];
+    if (ai && ai->isWrite()) {
+      // Find the written argument with the same alias set.
+      int arg = -1;
+      for (int w : written) {
+        const auto* wa = schema.arguments()[w].alias_info();
+        if (wa && wa->beforeSets() == ai->beforeSets()) arg = w;
+      }
+      TORCH_CHECK(arg >= 0, "ember: cannot match the aliased return of ", schema.name());
+      res->ret_shape.push_back(-3);
+      res->ret_alias_arg.push_back(arg);
+      continue;
+    }
+    res->ret_alias_arg.push_back(-1);
+    bool view = ai != nullptr;
+    if (v.isTensor()) {
+      const auto& t = v.toTensor();
+      if (!t.defined()) {
+        res->ret_shape.push_back(-2);
+        continue;
+      }
+      res->ret_shape.push_back(-1);
+      res->outputs.push_back(meta_of(t));
+      res->is_view.push_back(view);
+    } else if (v.isTensorList()) {
+      auto l = v.toTensorList();
+      res->ret_shape.push_back(static_cast<int>(l.size()));
+      for (const at::Tensor& t : l) {
+        res->outputs.push_back(meta_of(t));
+        res->is_view.push_back(view);
+      }
+    } else if (v.isNone()) {
+      res->ret_shape.push_back(-2);
+    } else {
+      // A non-tensor result (a Python number, a bool): needs data.
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "ember: ", schema.name(), " returns a non-tensor value");
+    }
+  }
+  if (cacheable) {
+    std::lock_guard<std::mutex> g(g_meta_mu);
+    g_meta_cache.emplace(std::move(key), res);
+  }
+  return res;
+}
+
+std::string describe_args(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args) {
+  std::ostringstream os;
+  os << op.schema().name();
+  if (!op.schema().overload_name().empty()) os << "." << op.schema().overload_name();
+  os << "(";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i) os << ", ";
+    const auto& a = args[i];
+    if (a.isTensor()) {
+      const auto& t = a.toTensor();
+      if (t.defined()) {
+        os << t.scalar_type() << t.sizes() << "@" << t.device();
+      } else {
+        os << "None";
+      }
+    } else if (a.isTensorList()) {
+      os << "[" << a.toTensorList().size() << " tensors]";
+    } else {
+      os << a.tagKind();
+    }
+  }
+  os << ")";
+  return os.str();
+}
+
+std::vector<int> written_args(const c10::FunctionSchema& schema) {
+  std::vector<int> w;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto* ai = schema.arguments()[i].alias_info();
+    if (ai && ai->isWrite()) w.push_back(static_cast<int>(i));
+  }
+  return w;
+}
+
+void note_fallback(const std::string& name) {
+  std::lock_guard<std::mutex> g(metrics().mu);
+  metrics().fallbacks[name]++;
+}
+
+at::Generator cpu_generator_for(uint64_t seed, uint64_t offset) {
+  uint64_t s = seed ^ (offset * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL);
+  return at::make_generator<at::CPUGeneratorImpl>(s);
+}
+
+// ---------------------------------------------------------------- eager fallback
+// Runs `op` on CPU with the (synced) data of its ember operands and wraps the results.
+void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>& args,
+                        torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  note_fallback(schema.operator_name().name + (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
+  std::vector<int> written = written_args(schema);
+  std::unordered_set<int> wset(written.begin(), written.end());
+  bool any_pending = false;
+  auto check_pending = [&](const at::Tensor& t) {
+    auto* impl = lazy_impl(t);
+    if (!impl) return t;
+    std::lock_guard<std::mutex> g(state_mutex());
+    if (impl->state()->ir) any_pending = true;
+    return t;
+  };
+  for (auto& a : args) convert_tensors(a, check_pending);
+  if (any_pending) sync("fallback " + schema.name());
+
+  std::vector<std::pair<at::Tensor, at::Tensor>> written_pairs;  // (inner, cpu copy)
+  torch::jit::Stack cpu;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    auto k = base_kind(schema.arguments()[i].type());
+    bool w = wset.count(static_cast<int>(i)) > 0;
+    if (a.isDevice()) {
+      cpu.emplace_back(c10::Device(at::kCPU));
+    } else if (k == c10::TypeKind::GeneratorType) {
+      std::optional<at::Generator> g;
+      if (!a.isNone()) g = a.toGenerator();
+      auto pr = next_rng_pair(g, 1 << 20);
+      cpu.emplace_back(cpu_generator_for(pr.first, pr.second));
+    } else {
+      cpu.push_back(convert_tensors(a, [&](const at::Tensor& t) -> at::Tensor {
+        if (!lazy_impl(t)) return t;
+        at::Tensor d = materialize(t);
+        if (w) {
+          at::Tensor c = alloc_buffer(d.sizes(), d.strides(), d.scalar_type(), d.storage_offset());
+          c.copy_(d);
+          written_pairs.emplace_back(t, c);
+          return c;
+        }
+        return d;
+      }));
+    }
+  }
+  op.callBoxed(&cpu);
+  for (auto& wp : written_pairs) {
+    auto* impl = lazy_impl(wp.first);
+    {
+      std::lock_guard<std::mutex> g(state_mutex());
+      impl->state()->ir.reset();
+      impl->state()->data = wp.second;
+    }
+    impl->set_meta(meta_of(wp.second));
+  }
+  const auto& rets = schema.returns();
+  for (size_t r = 0; r < rets.size(); ++r) {
+    const auto* ai = rets[r].alias_info();
+    if (ai && ai->isWrite()) {
+      for (int w : written) {
+        const auto* wa = schema.arguments()[w].alias_info();
+        if (wa && wa->beforeSets() == ai->beforeSets()) cpu[r] = args[w];
+      }
+      continue;
+    }
+    auto to_device = [](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined() || t.device().type() != at::kCPU) return t;
+      at::Tensor b = alloc_buffer(t.sizes(), t.strides(), t.scalar_type());
+      b.copy_(t);
+      return maybe_wrap(make_lazy_data(b));
+    };
+    cpu[r] = convert_tensors(cpu[r], to_device);
+  }
+  for (auto& v : cpu) stack->push_back(std::move(v));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- tracing
+void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  std::vector<c10::IValue> args(std::make_move_iterator(stack->end() - nargs),
+                                std::make_move_iterator(stack->end()));
+  stack->erase(stack->end() - nargs, stack->end());
+
+  // Defensive: functional wrappers should have been unwrapped above us.
+  for (auto& a : args) a = convert_tensors(a, [](const at::Tensor& t) { return unwrap(t); });
+
+  std::vector<int> written = written_args(schema);
+  if (is_data_dependent(schema.name()) || has_bool_index(args)) {
+    run_eager_fallback(op, args, stack);
+    return;
+  }
+  for (int w : written) {
+    auto check = [&](const at::Tensor& t) {
+      auto* impl = lazy_impl(t);
+      TORCH_CHECK(impl || !t.defined(), "ember: ", schema.name(), " writes into a ", t.device(),
+                  " tensor; expected an ember tensor");
+      if (impl) {
+        std::lock_guard<std::mutex> g(state_mutex());
+        TORCH_INTERNAL_ASSERT(!impl->state()->is_view, "ember: internal error: ", schema.name(),
+                              " mutates an inner view; register it as a whole op");
+      }
+      return t;
+    };
+    convert_tensors(args[w], check);
+  }
+
+  std::shared_ptr<const MetaResult> meta;
+  try {
+    meta = infer_meta(op, args, written);
+  } catch (const std::exception& e) {
+    static const bool log = std::getenv("EMBER_LOG_FALLBACKS") != nullptr;
+    if (log) {
+      std::fprintf(stderr, "ember: fallback for %s: %s\n", describe_args(op, args).c_str(),
+                   e.what());
+    }
+    // No Meta kernel, a non-tensor result, or a genuine user error: run eagerly on CPU,
+    // which either works (counted fallback) or raises eager's own error.
+    run_eager_fallback(op, args, stack);
+    return;
+  }
+
+  auto node = std::make_shared<Node>();
+  node->kind = NodeKind::kOp;
+  node->op = op;
+  node->written = written;
+  node->outputs = meta->outputs;
+  node->output_is_view = meta->is_view;
+  node->source = current_source();
+  node->specs.resize(nargs);
+  node->args.resize(nargs);
+  uint64_t draws = 0;
+  for (const auto& m : meta->outputs) draws += c10::multiply_integers(m.sizes);
+  for (size_t i = 0; i < nargs; ++i) {
+    auto& a = args[i];
+    auto& spec = node->specs[i];
+    const auto& type = schema.arguments()[i].type();
+    auto k = base_kind(type);
+    auto add_operand = [&](const at::Tensor& t) -> int {
+      if (!t.defined()) return -1;
+      if (lazy_impl(t)) {
+        node->operands.push_back(value_of(t));
+      } else {
+        TORCH_CHECK(t.device().type() == at::kCPU, "ember: ", schema.name(),
+                    " got a tensor on ", t.device(), "; expected ember tensors");
+        auto h = std::make_shared<Node>();
+        h->kind = NodeKind::kHost;
+        h->data = t.dim() == 0 ? t.clone() : t.clone(at::MemoryFormat::Preserve);
+        if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+          h->data.unsafeGetTensorImpl()->set_wrapped_number(true);
+        }
+        h->outputs.push_back(meta_of(h->data));
+        h->output_is_view.push_back(false);
+        node->operands.push_back(Value{h, 0});
+      }
+      return static_cast<int>(node->operands.size()) - 1;
+    };
+    if (a.isTensor()) {
+      spec.kind = ArgKind::kTensor;
+      spec.operands.push_back(add_operand(a.toTensor()));
+    } else if (a.isTensorList()) {
+      spec.kind = ArgKind::kTensorList;
+      for (const at::Tensor& t : a.toTensorList()) spec.operands.push_back(add_operand(t));
+    } else if (a.isOptionalTensorList()) {
+      spec.kind = ArgKind::kOptTensorList;
+      for (const auto& o : a.toOptionalTensorList()) {
+        std::optional<at::Tensor> t = o;
+        spec.operands.push_back(t ? add_operand(*t) : -1);
+      }
+    } else if (k == c10::TypeKind::GeneratorType) {
+      spec.kind = ArgKind::kGenerator;
+      std::optional<at::Generator> g;
+      if (!a.isNone()) g = a.toGenerator();
+      auto pr = next_rng_pair(g, draws);
+      node->rng_seed = pr.first;
+      node->rng_offset = pr.second;
+    } else if (a.isDevice()) {
+      spec.kind = ArgKind::kDevice;
+    } else if ((k == c10::TypeKind::NumberType || k == c10::TypeKind::FloatType) && !a.isNone()) {
+      spec.kind = ArgKind::kScalar;
+      node->args[i] = a;
+    } else if (is_list_of(type, c10::TypeKind::NumberType) && !a.isNone()) {
+      spec.kind = ArgKind::kScalarList;
+      node->args[i] = a;
+    } else {
+      node->args[i] = a;
+    }
+  }
+
+  // A random op without a Generator argument draws from the default CPU generator at
+  // execution: seed it from the device generator so runs stay reproducible.
+  bool has_gen = false;
+  for (const auto& sp : node->specs) has_gen = has_gen || sp.kind == ArgKind::kGenerator;
+  if (!has_gen && op.hasTag(at::Tag::nondeterministic_seeded)) {
+    auto pr = next_rng_pair(std::nullopt, draws);
+    node->seeded_default = true;
+    node->rng_seed = pr.first;
+    node->rng_offset = pr.second;
+  }
+
+  // Results.
+  std::vector<at::Tensor> outs;
+  outs.reserve(meta->outputs.size());
+  size_t oi = 0;
+  // Written arguments first: rebind their state to the node's outputs.
+  for (int w : written) {
+    auto rebind = [&](const at::Tensor& t) {
+      if (!t.defined()) return t;
+      auto* impl = lazy_impl(t);
+      const TensorMeta& m = meta->outputs[oi];
+      {
+        std::lock_guard<std::mutex> g(state_mutex());
+        impl->state()->ir = Value{node, static_cast<int>(oi)};
+        impl->state()->data = at::Tensor();
+        impl->state()->error.clear();
+      }
+      if (!(impl->meta() == m)) impl->set_meta(m);
+      ++oi;
+      return t;
+    };
+    convert_tensors(args[w], rebind);
+  }
+  auto new_output = [&]() -> at::Tensor {
+    const TensorMeta& m = meta->outputs[oi];
+    at::Tensor t = make_lazy(m, Value{node, static_cast<int>(oi)});
+    if (meta->is_view[oi]) lazy_impl(t)->state()->is_view = true;
+    ++oi;
+    return maybe_wrap(t);
+  };
+  const auto& rets = schema.returns();
+  for (size_t r = 0; r < rets.size(); ++r) {
+    int shape = meta->ret_shape[r];
+    if (shape == -3) {
+      stack->push_back(args[meta->ret_alias_arg[r]]);
+    } else if (shape == -2) {
+      stack->emplace_back(at::Tensor());
+    } else if (shape == -1) {
+      stack->emplace_back(new_output());
+    } else {
+      c10::List<at::Tensor> l;
+      for (int j = 0; j < shape; ++j) l.push_back(new_output());
+      stack->emplace_back(std::move(l));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(metrics().mu);
+    metrics().ops_traced++;
+  }
+  add_pending_ops(1);
+  maybe_sync_early();
+}
+
+// ---------------------------------------------------------------- explicit kernels
+namespace {
+
+std::vector<c10::IValue> pop_args(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  std::vector<c10::IValue> args(std::make_move_iterator(stack->end() - n),
+                                std::make_move_iterator(stack->end()));
+  stack->erase(stack->end() - n, stack->end());
+  return args;
+}
+
+void check_device_arg(const c10::IValue& d) {
+  if (d.isNone()) return;
+  auto dev = d.toDevice();
+  TORCH_CHECK(dev.type() == kDeviceType && (!dev.has_index() || dev.index() == 0),
+              "ember: invalid device ", dev, " (ember has one device, ember:0)");
+}
+
+// empty.memory_format(SymInt[] size, *, ScalarType? dtype, Layout? layout, Device? device,
+//                     bool? pin_memory, MemoryFormat? memory_format)
+void empty_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  auto args = pop_args(op, stack);
+  auto size = int_vec(args[0]);
+  auto dtype = opt_dtype(args[1]).value_or(c10::typeMetaToScalarType(at::get_default_dtype()));
+  check_device_arg(args[3]);
+  auto mf = args[5].isNone() ? at::MemoryFormat::Contiguous : args[5].toMemoryFormat();
+  for (auto s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
+  auto m = at::empty(size, at::TensorOptions().dtype(dtype).device(at::kMeta).memory_format(mf));
+  auto buf = alloc_buffer(m.sizes(), m.strides(), dtype);
+  stack->emplace_back(maybe_wrap(make_lazy_data(buf)));
+}
+
+// empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype, Layout? layout,
+//               Device? device, bool? pin_memory)
+void empty_strided_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  auto args = pop_args(op, stack);
+  auto size = int_vec(args[0]);
+  auto stride = int_vec(args[1]);
+  auto dtype = opt_dtype(args[2]).value_or(c10::typeMetaToScalarType(at::get_default_dtype()));
+  check_device_arg(args[4]);
+  auto m = at::empty_strided(size, stride, at::TensorOptions().dtype(dtype).device(at::kMeta));
+  auto buf = alloc_buffer(m.sizes(), m.strides(), dtype);
+  stack->emplace_back(maybe_wrap(make_lazy_data(buf)));
+}
+
+at::Tensor host_to_device(const at::Tensor& like, const at::Tensor& src) {
+  at::Tensor buf = alloc_buffer(like.sizes(), like.strides(), like.scalar_type());
+  buf.copy_(src);
+  {
+    std::lock_guard<std::mutex> g(metrics().mu);
+    metrics().transfers_to_device++;
+  }
+  return buf;
+}
+
+void call_traced(const char* name, const char* overload, std::vector<c10::IValue> args,
+                 torch::jit::Stack* out) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  for (auto& a : args) out->push_back(std::move(a));
+  trace_boxed(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), out);
+}
+
+// _to_copy(Tensor self, *, ScalarType? dtype, Layout? layout, Device? device,
+//          bool? pin_memory, bool non_blocking, MemoryFormat? memory_format)
+void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  auto args = pop_args(op, stack);
+  at::Tensor self = unwrap(args[0].toTensor());
+  std::optional<c10::Device> dev;
+  if (!args[3].isNone()) dev = args[3].toDevice();
+  if (dev && dev->type() == at::kCPU) {
+    TORCH_INTERNAL_ASSERT(lazy_impl(self));
+    at::Tensor data = materialize(self);
+    auto r = at::_ops::_to_copy::call(data, opt_dtype(args[1]), std::nullopt, dev, std::nullopt,
+                                      false, args[6].isNone() ? std::optional<at::MemoryFormat>()
+                                                              : args[6].toMemoryFormat());
+    {
+      std::lock_guard<std::mutex> g(metrics().mu);
+      metrics().transfers_to_host++;
+    }
+    if (!args[4].isNone() && args[4].toBool()) r = r.pin_memory();
+    stack->emplace_back(r);
+    return;
+  }
+  if (dev) check_device_arg(args[3]);
+  if (!lazy_impl(self)) {
+    // A CPU tensor routed here (e.g. through a composite): copy to the device.
+    TORCH_CHECK(self.device().type() == at::kCPU, "ember: cannot copy from ", self.device());
+    at::Tensor conv = at::_ops::_to_copy::call(self, opt_dtype(args[1]), std::nullopt, std::nullopt,
+                                               std::nullopt, false,
+                                               args[6].isNone() ? std::optional<at::MemoryFormat>()
+                                                                : args[6].toMemoryFormat());
+    stack->emplace_back(maybe_wrap(make_lazy_data(host_to_device(conv, conv))));
+    return;
+  }
+  args[0] = self;
+  for (auto& a : args) stack->push_back(std::move(a));
+  trace_boxed(op, ks, stack);
+  // Functionalization wraps `_to_copy` results only for XLA/Lazy: wrap our own.
+  at::Tensor r = stack->back().toTensor();
+  if (!c10::impl::tls_local_dispatch_key_set().included_.has(c10::DispatchKey::Functionalize) &&
+      !at::functionalization::impl::isFunctionalTensor(r)) {
+    stack->back() = at::functionalization::impl::to_functional_tensor(r);
+  }
+}
+
+// copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor  (functional)
+void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  auto args = pop_args(op, stack);
+  at::Tensor self = unwrap(args[0].toTensor());
+  at::Tensor src = unwrap(args[1].toTensor());
+  if (lazy_impl(self) && !lazy_impl(src)) {
+    TORCH_CHECK(src.device().type() == at::kCPU, "ember: cannot copy from ", src.device());
+    stack->emplace_back(maybe_wrap(make_lazy_data(host_to_device(self, src))));
+    return;
+  }
+  TORCH_CHECK(lazy_impl(self), "ember: copy into a ", self.device(), " tensor");
+  args[0] = self;
+  args[1] = src;
+  for (auto& a : args) stack->push_back(std::move(a));
+  trace_boxed(op, ks, stack);
+}
+
+// copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)
+void copy__kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  auto args = pop_args(op, stack);
+  at::Tensor self = args[0].toTensor();
+  at::Tensor src = unwrap(args[1].toTensor());
+  if (!lazy_impl(self)) {
+    // ember -> host
+    TORCH_CHECK(self.device().type() == at::kCPU, "ember: cannot copy into ", self.device());
+    self.copy_(materialize(src));
+    std::lock_guard<std::mutex> g(metrics().mu);
+    metrics().transfers_to_host++;
+  } else if (!lazy_impl(src)) {
+    TORCH_CHECK(src.device().type() == at::kCPU, "ember: cannot copy from ", src.device());
+    at::Tensor n = make_lazy_data(host_to_device(self, src));
+    assign_state(self, n);
+  } else {
+    torch::jit::Stack tmp;
+    call_traced("aten::copy", "", {self, src, args[2]}, &tmp);
+    assign_state(self, unwrap(tmp.back().toTensor()));
+  }
+  stack->emplace_back(args[0]);
+}
+
+// _copy_from(Tensor self, Tensor dst, bool non_blocking=False) -> Tensor
+void copy_from_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  auto args = pop_args(op, stack);
+  at::Tensor src = unwrap(args[0].toTensor());
+  at::Tensor dst = unwrap(args[1].toTensor());
+  if (lazy_impl(dst) && !lazy_impl(src)) {
+    assign_state(dst, make_lazy_data(host_to_device(dst, src)));
+  } else if (!lazy_impl(dst) && lazy_impl(src)) {
+    dst.copy_(materialize(src));
+    std::lock_guard<std::mutex> g(metrics().mu);
+    metrics().transfers_to_host++;
+  } else {
+    torch::jit::Stack tmp;
+    call_traced("aten::copy", "", {dst, src, args[2]}, &tmp);
+    assign_state(dst, unwrap(tmp.back().toTensor()));
+  }
+  stack->emplace_back(args[1]);
+}
+
+// _copy_from_and_resize(Tensor self, Tensor dst) -> Tensor
+void copy_from_and_resize_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                                 torch::jit::Stack* stack) {
+  auto args = pop_args(op, stack);
+  at::Tensor src = unwrap(args[0].toTensor());
+  at::Tensor dst = unwrap(args[1].toTensor());
+  if (!lazy_impl(dst)) {
+    at::Tensor d = materialize(src);
+    dst.resize_(d.sizes());
+    dst.copy_(d);
+  } else if (!lazy_impl(src)) {
+    assign_state(dst, make_lazy_data(host_to_device(src, src)));
+  } else {
+    torch::jit::Stack tmp;
+    call_traced("aten::clone", "", {src, c10::IValue()}, &tmp);
+    assign_state(dst, unwrap(tmp.back().toTensor()));
+  }
+  stack->emplace_back(args[1]);
+}
+
+// _local_scalar_dense(Tensor self) -> Scalar
+void local_scalar_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  auto args = pop_args(op, stack);
+  at::Tensor self = unwrap(args[0].toTensor());
+  {
+    std::lock_guard<std::mutex> g(metrics().mu);
+    metrics().value_reads++;
+  }
+  at::Tensor d = materialize(self);
+  stack->emplace_back(at::_local_scalar_dense(d));
+}
+
+void fallback_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  trace_boxed(op, ks, stack);
+}
+
+// Functionalization calls `X_copy` for view ops (reapply_views is off by default) and
+// takes the wrapper's sizes/strides/offset from what the backend returns (it computes
+// a Meta reference only for XLA/Lazy). We trace the view op `X` itself: the inner
+// value is an alias at execution (zero copy) and reports eager's strides and offset.
+// Inner tensors are never mutated, so inner aliasing is invisible.
+void view_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  static std::mutex mu;
+  static std::unordered_map<const c10::FunctionSchema*, std::optional<c10::OperatorHandle>> views;
+  std::optional<c10::OperatorHandle> view;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    auto it = views.find(&op.schema());
+    if (it == views.end()) {
+      const auto& name = op.schema().name();
+      std::optional<c10::OperatorHandle> h;
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, "_copy") == 0) {
+        h = c10::Dispatcher::singleton().findOp(
+            c10::OperatorName(name.substr(0, name.size() - 5), op.schema().overload_name()));
+        if (h && (!h->schema().hasAnyAliasInfo() ||
+                  h->schema().arguments().size() != op.schema().arguments().size())) {
+          h = std::nullopt;
+        }
+      }
+      it = views.emplace(&op.schema(), h).first;
+    }
+    view = it->second;
+  }
+  trace_boxed(view ? *view : op, ks, stack);
+}
+
+}  // namespace
+
+}  // namespace ember_torch
+
+// Registration ---------------------------------------------------------------
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&ember_torch::trace_boxed>());
+}
+
+namespace ember_torch {
+namespace {
+template <void (*F)(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*)>
+torch::CppFunction boxed() {
+  return torch::CppFunction::makeFromBoxedFunction<F>();
+}
+}  // namespace
+}  // namespace ember_torch
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  using namespace ember_torch;
+  m.impl("empty.memory_format", boxed<&empty_kernel>());
+  m.impl("empty_strided", boxed<&empty_strided_kernel>());
+  m.impl("_to_copy", boxed<&to_copy_kernel>());
+  m.impl("copy", boxed<&copy_kernel>());
+  m.impl("copy_", boxed<&copy__kernel>());
+  m.impl("_copy_from", boxed<&copy_from_kernel>());
+  m.impl("_copy_from_and_resize", boxed<&copy_from_and_resize_kernel>());
+  m.impl("_local_scalar_dense", boxed<&local_scalar_kernel>());
+  // Ops whose composite (CompositeExplicitAutogradNonFunctional) kernels would run
+  // views + in-place writes on inner tensors: kept whole, traced as one node each.
+  for (const char* name : {
+           "view_copy", "as_strided_copy", "_reshape_alias_copy", "expand_copy",
+           "slice_copy.Tensor", "select_copy.int", "transpose_copy.int", "permute_copy",
+           "unsqueeze_copy", "squeeze_copy", "squeeze_copy.dim", "squeeze_copy.dims", "t_copy",
+           "alias_copy", "diagonal_copy", "unfold_copy", "split_copy.Tensor",
+           "split_with_sizes_copy", "unbind_copy.int", "detach_copy", "view_as_real_copy",
+           "view_as_complex_copy", "view_copy.dtype",
+       }) {
+    std::string n(name);
+    auto dot = n.find('.');
+    auto h = c10::Dispatcher::singleton().findOp(c10::OperatorName(
+        "aten::" + n.substr(0, dot), dot == std::string::npos ? "" : n.substr(dot + 1)));
+    if (h) m.impl(name, boxed<&view_copy_kernel>());
+  }
+  for (const char* name : {
+           "slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter",
+           "_unsafe_view", "lift_fresh_copy", "narrow_copy",
+       }) {
+    auto h = c10::Dispatcher::singleton().findOp(c10::OperatorName(
+        std::string("aten::") + std::string(name).substr(0, std::string(name).find('.')),
+        std::string(name).find('.') == std::string::npos ? "" : std::string(name).substr(std::string(name).find('.') + 1)));
+    if (h) m.impl(name, boxed<&fallback_kernel>());
+  }
+}
+
+namespace ember_torch {
+
+namespace {
+// Functionalization of copy_, as generated by torchgen, plus the case it asserts on for
+// every backend but XLA: cpu_tensor.copy_(ember_tensor) is valid code.
+at::Tensor& copy_functionalize(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  at::Tensor src_ = src;
+  if (at::functionalization::impl::isFunctionalTensor(src)) {
+    at::functionalization::impl::sync(src);
+    src_ = at::functionalization::impl::from_functional_tensor(src);
+  }
+  if (!at::functionalization::impl::isFunctionalTensor(self)) {
+    at::AutoDispatchSkipFunctionalize guard;
+    at::_ops::copy_::call(self, src_, non_blocking);
+    return self;
+  }
+  at::functionalization::impl::sync(self);
+  at::Tensor self_ = at::functionalization::impl::from_functional_tensor(self);
+  at::Tensor tmp;
+  {
+    at::AutoDispatchSkipFunctionalize guard;
+    tmp = at::_ops::copy::call(self_, src_, non_blocking);
+  }
+  at::functionalization::impl::replace_(self, tmp);
+  at::functionalization::impl::commit_update(self);
+  at::functionalization::impl::sync(self);
+  return self;
+}
+
+struct SilentWarnings : c10::WarningHandler {
+  void process(const c10::Warning&) override {}
+};
+}  // namespace
+
+// Functional ops with a CompositeExplicitAutograd(NonFunctional) kernel would run that
+// composite at the PrivateUse1 key (structured ops become empty + `.out`): trace them
+// whole instead, so each stays one node with a functional schema.
+void register_kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static torch::Library* lib = new torch::Library(
+        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    static const std::unordered_set<std::string> skip = {
+        "aten::empty_like", "aten::new_empty", "aten::new_empty_strided", "aten::_to_copy",
+        "aten::copy", "aten::to", "aten::_efficientzerotensor", "aten::resize",
+    };
+    {
+      // Replaces torch's Functionalize kernel for copy_ (silencing the override warning).
+      static torch::Library* flib = new torch::Library(
+          torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
+      SilentWarnings silent;
+      c10::WarningUtils::WarningHandlerGuard guard(&silent);
+      flib->impl("copy_", TORCH_FN(copy_functionalize));
+    }
+    auto& d = c10::Dispatcher::singleton();
+    for (const auto& name : d.getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0 || skip.count(name.name)) continue;
+      auto h = d.findOp(name);
+      if (!h) continue;
+      if (h->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+      if (!h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+          !h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+        continue;
+      }
+      const auto& s = h->schema();
+      if (s.hasAnyAliasInfo() || s.returns().empty()) continue;
+      bool ok = true;
+      bool any_tensor_arg = false;
+      for (const auto& r : s.returns()) {
+        ok = ok && (r.type()->kind() == c10::TypeKind::TensorType ||
+                    (r.type()->kind() == c10::TypeKind::ListType &&
+                     r.type()->expectRef<c10::ListType>().getElementType()->kind() ==
+                         c10::TypeKind::TensorType));
+      }
+      for (const auto& a : s.arguments()) {
+        auto k = a.type()->kind();
+        if (k == c10::TypeKind::TensorType || k == c10::TypeKind::ListType ||
+            k == c10::TypeKind::OptionalType) {
+          any_tensor_arg = true;
+        }
+      }
+      if (!ok || !any_tensor_arg) continue;
+      std::string qual = name.name.substr(6);
+      if (!name.overload_name.empty()) qual += "." + name.overload_name;
+      lib->impl(qual.c_str(), torch::CppFunction::makeFromBoxedFunction<&trace_boxed>());
+    }
+  });
+}
+
+}  // namespace ember_torch

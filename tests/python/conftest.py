@@ -1,0 +1,46 @@
+import pytest
+import torch
+
+import ember
+
+DEV = torch.device("ember")
+
+# Tests compile many different graphs from the same helper line; the per-call-site
+# recompile warning is tested on its own (test_sync.py).
+ember.config.recompile_warn_limit = 1_000_000
+
+
+@pytest.fixture(autouse=True)
+def _fresh_metrics():
+    ember.sync()
+    ember.metrics.clear()
+    yield
+
+
+def close(a, b, **kw):
+    """assert_close between an ember result and an eager CPU oracle."""
+    if isinstance(a, torch.Tensor) and a.device.type == "ember":
+        a = a.cpu()
+    torch.testing.assert_close(a, b, **kw)
+
+
+def _expected_failures():
+    import pathlib
+
+    out = {}
+    path = pathlib.Path(__file__).with_name("expected_failures.txt")
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        node, reason = (part.strip() for part in line.split("|", 1))
+        out[node] = reason
+    return out
+
+
+def pytest_collection_modifyitems(config, items):
+    xfails = _expected_failures()
+    for item in items:
+        key = item.nodeid.split("tests/python/")[-1]
+        if key in xfails:
+            item.add_marker(pytest.mark.xfail(reason=xfails[key], strict=True))
