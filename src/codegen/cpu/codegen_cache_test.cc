@@ -186,6 +186,29 @@ TEST(CodegenCache, KernelsOfOneGraphCompileInParallel) {
   EXPECT_EQ(GetCodegenStats().compiles, 3);
 }
 
+TEST(CodegenCache, DebugDirGetsSourcesAndStaleTempDirsAreSwept) {
+  TempDir dir;
+  // A compile directory left by a killed process two days ago, and a fresh one.
+  const std::string stale = dir.path() + "/cache/tmp/0123456789abcdef.1.2.3";
+  const std::string fresh = dir.path() + "/cache/tmp/0123456789abcdef.4.5.6";
+  ASSERT_TRUE(MakeDirs(stale).ok());
+  ASSERT_TRUE(MakeDirs(fresh).ok());
+  struct timespec old_times[2] = {{time(nullptr) - 48 * 3600, 0}, {time(nullptr) - 48 * 3600, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, stale.c_str(), old_times, 0), 0);
+  const std::string debug = dir.path() + "/debug";
+  setenv("EMBER_DEBUG_DIR", debug.c_str(), 1);
+  Graph g = ChainGraph(900);
+  auto k = CompileKernel(g, FastOptions(dir.path() + "/cache"));
+  unsetenv("EMBER_DEBUG_DIR");
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  const std::string dumped =
+      debug + "/" + (*k)->name() + "-" + (*k)->cache_key().substr(0, 16) + ".cc";
+  EXPECT_EQ(SlurpFile(dumped), (*k)->source());
+  struct stat st;
+  EXPECT_NE(stat(stale.c_str(), &st), 0) << "stale temp dir not swept";
+  EXPECT_EQ(stat(fresh.c_str(), &st), 0) << "a live compile dir was removed";
+}
+
 // Forks a child that runs `fn` and exits with its result (0 = success).
 pid_t ForkChild(const std::function<int()>& fn) {
   fflush(stdout);

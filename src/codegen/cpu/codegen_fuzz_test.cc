@@ -4,7 +4,9 @@
 // <= 128 elements follow the interpreter's order exactly and the generator
 // keeps arrays at <= 64 elements). To keep compiles few, 25 graphs are merged
 // side by side into one kernel. EMBER_FUZZ_SEED and EMBER_FUZZ_GRAPHS
-// override the seed (printed) and the graph count (default 500).
+// override the seed (printed) and the graph count (default 500);
+// EMBER_FUZZ_OPT the optimization flag (default -O0: compile time dominates;
+// EMBER_FUZZ_OPT=-O3 checks optimized code, bit-exact as well).
 #include <cstdio>
 #include <cstdlib>
 
@@ -93,7 +95,8 @@ TEST(CodegenFuzz, RandomGraphsMatchInterpreterBitForBit) {
   // Semantics only: -O0 halves the compile time (-O3 exactness is tested in
   // codegen_elementwise_test).
   CodegenOptions opts = testing::FastOptions(dir.path());
-  opts.extra_flags = {"-O0"};
+  const char* opt = std::getenv("EMBER_FUZZ_OPT");  // e.g. -O3
+  opts.extra_flags = {opt && *opt ? opt : "-O0"};
   std::vector<const Graph*> graphs;
   for (const Graph& g : merged) graphs.push_back(&g);
   auto kernels = CompileKernels(graphs, opts, 2);

@@ -10,9 +10,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "codegen/cpu/sha256.h"
 
@@ -212,9 +216,41 @@ void DiskCache::Remove(const std::string& key) const {
   unlink(MetaPath(key).c_str());
 }
 
+namespace {
+
+// Removes compile directories older than a day under `base` (left by killed
+// processes; a live compile takes seconds). Best effort, once per process
+// and cache directory.
+void SweepStaleTempDirs(const std::string& base) {
+  static std::mutex mu;
+  static std::set<std::string> swept;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!swept.insert(base).second) return;
+  }
+  DIR* d = opendir(base.c_str());
+  if (d == nullptr) return;
+  const time_t cutoff = time(nullptr) - 24 * 3600;
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    const std::string p = base + "/" + name;
+    if (lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_mtime < cutoff) {
+      stale.push_back(p);
+    }
+  }
+  closedir(d);
+  for (const auto& p : stale) RemoveTree(p);
+}
+
+}  // namespace
+
 StatusOr<std::string> DiskCache::MakeTempDir(const std::string& key) const {
   const std::string base = dir_ + "/tmp";
   EMBER_RETURN_IF_ERROR(MakeDirs(base));
+  SweepStaleTempDirs(base);
   const std::string path = base + "/" + key.substr(0, 16) + "." + UniqueSuffix();
   if (mkdir(path.c_str(), 0755) != 0) {
     return Status(StatusCode::kInternal, "mkdir " + path + ": " + std::strerror(errno));

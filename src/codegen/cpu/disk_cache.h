@@ -6,7 +6,9 @@
 //   kernels/<k0k1>/<key>-<sha16>.so      the shared object (content-addressed)
 //   kernels/<k0k1>/<key>.cc              the generated source (for reading)
 //   toolchain/<hash>.version             memoized `c++ --version` output
-//   tmp/<key16>.<pid>.<tid>.<n>/         private compile directories
+//   tmp/<key16>.<pid>.<tid>.<n>/         private compile directories (removed
+//                                        after use; ones older than a day, left
+//                                        by killed processes, are swept)
 // `key` is the SHA-256 of everything the object depends on (source,
 // compiler path and version, flags, CPU features, Ember version, ABI).
 // Every file is written to a unique temporary name in the same directory,

@@ -123,6 +123,12 @@ StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
   part("source", src.code);
   const std::string key = h.HexDigest();
 
+  // EMBER_DEBUG_DIR: every generated kernel's source, named by kernel and key.
+  if (const char* dbg = std::getenv("EMBER_DEBUG_DIR"); dbg && *dbg) {
+    (void)WriteFileAtomic(std::string(dbg) + "/" + src.name + "-" + key.substr(0, 16) + ".cc",
+                          src.code);
+  }
+
   Globals& gl = G();
   std::shared_ptr<std::mutex> key_lock;
   {
