@@ -61,6 +61,9 @@ from ._device_module import (  # noqa: E402
     synchronize,
 )
 from . import _hooks  # noqa: E402,F401  (optimizer-step sync)
+from . import serialization as _serialization  # noqa: E402
+
+_serialization.install()
 
 
 def device(index: int = 0) -> _torch.device:

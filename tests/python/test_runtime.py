@@ -1,0 +1,71 @@
+"""Hooks and runtime integration: DataLoader pinning and workers, threads, accelerator."""
+import threading
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import ember
+from conftest import DEV, close
+
+
+def test_dataloader_pin_memory_and_workers():
+    ds = TensorDataset(torch.arange(40.0).reshape(20, 2), torch.arange(20))
+    total = torch.zeros(2, device=DEV)
+    for x, y in DataLoader(ds, batch_size=5, pin_memory=True, num_workers=2):
+        total = total + x.to(DEV, non_blocking=True).sum(0)
+    close(total, torch.arange(40.0).reshape(20, 2).sum(0))
+
+
+def test_accelerator_reports_ember():
+    assert torch.accelerator.current_accelerator().type == "ember"
+    assert torch.accelerator.device_count() == 1
+
+
+def test_manual_seed_reaches_ember():
+    torch.manual_seed(7)
+    a = torch.randn(5, device=DEV).cpu()
+    torch.manual_seed(7)
+    b = torch.randn(5, device=DEV).cpu()
+    close(a, b)
+    g = torch.Generator(device=DEV)
+    g.manual_seed(3)
+    c = torch.rand(4, device=DEV, generator=g).cpu()
+    g.manual_seed(3)
+    close(torch.rand(4, device=DEV, generator=g), c)
+
+
+def test_dropout_training_is_reproducible():
+    x = torch.ones(1000, device=DEV)
+    torch.manual_seed(11)
+    a = torch.nn.functional.dropout(x, 0.5).cpu()
+    torch.manual_seed(11)
+    b = torch.nn.functional.dropout(x, 0.5).cpu()
+    close(a, b)
+    kept = (a != 0).float().mean().item()
+    assert 0.4 < kept < 0.6 and set(a.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_tracing_from_threads():
+    a = torch.randn(64)
+    results = {}
+
+    def work(i):
+        d = a.to(DEV)
+        for _ in range(20):
+            d = d * 1.5 - 0.5
+        results[i] = d.cpu()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ref = a.clone()
+    for _ in range(20):
+        ref = ref * 1.5 - 0.5
+    for i in range(4):
+        close(results[i], ref)
+
+
+def test_get_amp_supported_dtype():
+    assert torch.bfloat16 in torch.ember.get_amp_supported_dtype()
