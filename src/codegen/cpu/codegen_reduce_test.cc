@@ -34,8 +34,9 @@ double SumErrorBound(int64_t n, double abs_sum) {
   return (B / L + std::log2(L) + levels + 2) * std::ldexp(1.0, -24) * abs_sum;
 }
 
-// Compiled vs interpreted reduce: exact unless `tolerant` (float add/mul),
-// where each element must agree within 1e-5 relative (the order differs).
+// Compiled vs interpreted reduce: exact, except float add/multiply over more
+// than 128 elements, which must agree within 1e-5 relative (bf16: 1.6e-2; the
+// summation order differs there).
 void CheckReduce(DType t, const std::vector<ReduceKind>& kinds, bool exact) {
   TempDir dir;
   std::mt19937_64 rng(21);
@@ -66,6 +67,12 @@ void CheckReduce(DType t, const std::vector<ReduceKind>& kinds, bool exact) {
   auto want = Evaluate(*g, {arg});
   ASSERT_TRUE(got.ok() && want.ok());
   for (size_t j = 0; j < want->size(); ++j) {
+    // <= 128 reduced elements: the interpreter's order, so bit-identical.
+    const int64_t nred = xs.num_elements() / std::max<int64_t>(1, (*want)[j].num_elements());
+    if (nred <= 128) {
+      EXPECT_TRUE(testing::SameLiteral((*got)[j], (*want)[j])) << "output " << j;
+      continue;
+    }
     for (int64_t i = 0; i < (*want)[j].num_elements(); ++i) {
       const double w = (*want)[j].GetDouble(i), v = (*got)[j].GetDouble(i);
       const double tol = t == DType::kBF16 ? 1.6e-2 : 1e-5;
