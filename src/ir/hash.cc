@@ -14,7 +14,8 @@
 // parameter list, the outputs in order and the alias map. Not hashed: the
 // graph's name, Node::metadata, parameter values (not in the graph). Float
 // bytes are canonicalized so that every NaN of one sign hashes alike,
-// because the text form prints them alike (`nan` / `-nan`).
+// because the text form prints them alike (`nan` / `-nan`); pred bytes
+// hash as 0/1 for the same reason.
 #include "ember/ir/hash.h"
 
 #include <cmath>
@@ -173,6 +174,11 @@ void HashLiteral(const Literal& lit, Hasher& h) {
   if (IsFloat(lit.dtype()) || IsComplex(lit.dtype())) {
     std::vector<uint8_t> bytes(p, p + n);
     CanonicalizeNaNs(lit.dtype(), bytes);
+    h.Bytes(bytes.data(), bytes.size());
+  } else if (lit.dtype() == DType::kPred) {
+    // Any non-zero byte prints as `true`.
+    std::vector<uint8_t> bytes(p, p + n);
+    for (uint8_t& v : bytes) v = v != 0;
     h.Bytes(bytes.data(), bytes.size());
   } else {
     h.Bytes(p, n);
