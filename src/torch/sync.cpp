@@ -12,6 +12,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <sys/stat.h>
+#include <unistd.h>
+#include <torch/headeronly/version.h>
+
 namespace ember_torch {
 namespace {
 
@@ -332,6 +336,14 @@ at::Generator cpu_gen(uint64_t seed, uint64_t offset) {
 
 [[noreturn]] void rethrow_at(const std::exception& e, const Step& st, const Node* n) {
   std::string where = "ember: error while running " + st.name;
+  if (n) {
+    where += " on (";
+    for (size_t i = 0; i < n->operands.size(); ++i) {
+      const auto& m = n->operands[i].node->outputs[n->operands[i].index];
+      where += (i ? ", " : "") + std::string(c10::toString(m.dtype)) + c10::str(c10::IntArrayRef(m.sizes));
+    }
+    where += ")";
+  }
   if (n && !n->source.empty()) where += " (traced at " + n->source + ")";
   where += ": ";
   if (auto* ie = dynamic_cast<const c10::IndexError*>(&e)) {
@@ -461,6 +473,74 @@ void log_recompile(const std::string& site, const Graph& g) {
   }
 }
 
+// ---------------------------------------------------------------- disk cache
+// Entries are the canonical token list of a lazy graph, named by its hash, under
+// $EMBER_CACHE_DIR (default ~/.cache/ember)/lazy-v1/. A hit is verified against the
+// stored tokens. Until lowering lands, an executable is rebuilt from the graph in
+// microseconds, so a disk hit skips the (future) lowering + codegen, not the step list.
+std::string cache_dir() {
+  const char* d = std::getenv("EMBER_CACHE_DIR");
+  std::string base;
+  if (d && *d) {
+    base = d;
+  } else {
+    const char* home = std::getenv("HOME");
+    if (!home || !*home) return "";
+    base = std::string(home) + "/.cache/ember";
+  }
+  return base + "/lazy-v1-torch" + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
+}
+
+std::string cache_path(const Graph& g) {
+  std::string dir = cache_dir();
+  if (dir.empty()) return "";
+  std::ostringstream os;
+  os << dir << "/" << std::hex << g.hash << ".graph";
+  return os.str();
+}
+
+bool disk_cache_lookup(const Graph& g) {
+  std::string p = cache_path(g);
+  if (p.empty()) return false;
+  std::ifstream f(p, std::ios::binary);
+  if (!f) return false;
+  std::vector<int64_t> tokens;
+  int64_t n = 0;
+  if (!f.read(reinterpret_cast<char*>(&n), sizeof(n)) || n != static_cast<int64_t>(g.tokens.size())) {
+    return false;
+  }
+  tokens.resize(n);
+  if (!f.read(reinterpret_cast<char*>(tokens.data()), n * sizeof(int64_t))) return false;
+  return tokens == g.tokens;
+}
+
+void disk_cache_store(const Graph& g) {
+  std::string p = cache_path(g);
+  if (p.empty()) return;
+  std::string dir = p.substr(0, p.rfind('/'));
+  std::string cmd_dir = dir;
+  // mkdir -p
+  for (size_t i = 1; i <= cmd_dir.size(); ++i) {
+    if (i == cmd_dir.size() || cmd_dir[i] == '/') {
+      std::string sub = cmd_dir.substr(0, i);
+      ::mkdir(sub.c_str(), 0755);
+    }
+  }
+  std::string tmp = p + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) return;
+    int64_t n = static_cast<int64_t>(g.tokens.size());
+    f.write(reinterpret_cast<const char*>(&n), sizeof(n));
+    f.write(reinterpret_cast<const char*>(g.tokens.data()), n * sizeof(int64_t));
+    if (!f) {
+      std::remove(tmp.c_str());
+      return;
+    }
+  }
+  std::rename(tmp.c_str(), p.c_str());  // atomic: readers never see a partial entry
+}
+
 std::string error_text(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -506,6 +586,8 @@ void sync(const std::string& reason) {
       }
     }
   }
+  bool disk_hit = false;
+  if (!ex) disk_hit = disk_cache_lookup(g);
   if (!ex) {
     auto t0 = std::chrono::steady_clock::now();
     ex = compile(g);
@@ -517,8 +599,13 @@ void sync(const std::string& reason) {
       log_recompile(site, g);
     }
     dump_graph(g);
+    if (!disk_hit) disk_cache_store(g);
     std::lock_guard<std::mutex> mg(metrics().mu);
-    metrics().graphs_compiled++;
+    if (disk_hit) {
+      metrics().disk_cache_hits++;
+    } else {
+      metrics().graphs_compiled++;
+    }
     metrics().compile_seconds += dt;
   }
   {

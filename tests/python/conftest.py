@@ -1,7 +1,13 @@
+import os
+import tempfile
+
 import pytest
 import torch
 
-import ember
+# A fresh graph disk cache for each test session, so compile counts are deterministic.
+os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-test-cache-")
+
+import ember  # noqa: E402
 
 DEV = torch.device("ember")
 

@@ -206,3 +206,50 @@ def test_debug_dir_dumps_lazy_ir(tmp_path, monkeypatch):
     assert files
     text = "\n".join(f.read_text() for f in files)
     assert "aten::exp" in text and "aten::sin" in text and "test_sync.py:" in text
+
+
+_PROGRAM = r"""
+import torch, ember
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to("ember")
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+x = torch.randn(32, 6).to("ember")
+for _ in range(3):
+    loss = m(x).square().mean()
+    loss.backward(); opt.step(); opt.zero_grad()
+c = ember.metrics.counters()
+print(repr(loss.item()), c["graphs_compiled"], c["disk_cache_hits"])
+"""
+
+
+def test_second_process_compiles_nothing(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-c", _PROGRAM], env=env, capture_output=True,
+                           text=True, timeout=120) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    (loss1, comp1, disk1), (loss2, comp2, disk2) = [r.stdout.split() for r in runs]
+    assert loss1 == loss2  # identical results
+    assert int(comp1) >= 1 and int(disk1) == 0
+    assert int(comp2) == 0 and int(disk2) == int(comp1)
+
+
+def test_adamw_with_warmup_lr_never_recompiles():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 4).to(DEV)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, s / 3))  # lr = 0 first
+    x = torch.randn(8, 4).to(DEV)
+    compiled = []
+    for _ in range(6):
+        m(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+        compiled.append(ember.metrics.counters()["graphs_compiled"])
+    assert compiled[-1] == compiled[2], compiled  # steady state: cache hits only
+    assert ember.metrics.counters()["value_reads"] == 0
