@@ -17,16 +17,16 @@ namespace {
 // Knobs for the sample graph; each one changes exactly one hashed property.
 struct Variant {
   ComparisonKind direction = ComparisonKind::kLt;  // an attribute value
-  double constant = 2.5;                            // a constant value
-  int64_t cols = 3;                                 // one dim of parameter 0
-  bool swap_operands = false;                       // operand order of subtract
-  bool swap_outputs = false;                        // output order
-  bool alias = false;                               // alias map {0: 0}
-  bool swap_params = false;                         // parameter order
-  std::string metadata;                             // never hashed
-  std::string name = "main";                        // never hashed
+  double constant = 2.5;                           // a constant value
+  int64_t cols = 3;                                // one dim of parameter 0
+  bool swap_operands = false;                      // operand order of subtract
+  bool swap_outputs = false;                       // output order
+  bool alias = false;                              // alias map {0: 0}
+  bool swap_params = false;                        // parameter order
+  std::string metadata;                            // never hashed
+  std::string name = "main";                       // never hashed
   std::string attr_name = "call_target_name";      // an attribute name (via custom-call)
-  DType reduce_dtype = DType::kF32;                 // a dtype
+  DType reduce_dtype = DType::kF32;                // a dtype
 };
 
 Graph Sample(const Variant& v) {
@@ -72,16 +72,36 @@ TEST(HashTest, EachCoveredPropertyChangesTheHash) {
   const Hash128 h0 = HashGraph(Sample(base));
   std::vector<std::pair<std::string, Variant>> changes;
   Variant v;
-  v = base; v.direction = ComparisonKind::kGt; changes.push_back({"attribute value", v});
-  v = base; v.constant = 2.0; changes.push_back({"constant value", v});
-  v = base; v.constant = -0.0; changes.push_back({"constant -0 vs 0", v});
-  v = base; v.cols = 4; changes.push_back({"one dim", v});
-  v = base; v.swap_operands = true; changes.push_back({"operand order", v});
-  v = base; v.swap_outputs = true; changes.push_back({"output order", v});
-  v = base; v.alias = true; changes.push_back({"alias map", v});
-  v = base; v.swap_params = true; changes.push_back({"parameter order", v});
-  v = base; v.attr_name = "backend_config"; changes.push_back({"attribute name", v});
-  v = base; v.reduce_dtype = DType::kF64; changes.push_back({"dtype", v});
+  v = base;
+  v.direction = ComparisonKind::kGt;
+  changes.push_back({"attribute value", v});
+  v = base;
+  v.constant = 2.0;
+  changes.push_back({"constant value", v});
+  v = base;
+  v.constant = -0.0;
+  changes.push_back({"constant -0 vs 0", v});
+  v = base;
+  v.cols = 4;
+  changes.push_back({"one dim", v});
+  v = base;
+  v.swap_operands = true;
+  changes.push_back({"operand order", v});
+  v = base;
+  v.swap_outputs = true;
+  changes.push_back({"output order", v});
+  v = base;
+  v.alias = true;
+  changes.push_back({"alias map", v});
+  v = base;
+  v.swap_params = true;
+  changes.push_back({"parameter order", v});
+  v = base;
+  v.attr_name = "backend_config";
+  changes.push_back({"attribute name", v});
+  v = base;
+  v.reduce_dtype = DType::kF64;
+  changes.push_back({"dtype", v});
   std::set<std::pair<uint64_t, uint64_t>> seen = {{h0.hi, h0.lo}};
   for (const auto& [what, var] : changes) {
     Graph g = Sample(var);

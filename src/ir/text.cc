@@ -67,8 +67,8 @@
 namespace ember {
 
 using text_internal::DescribeToken;
-using text_internal::TokKind;
 using text_internal::Token;
+using text_internal::TokKind;
 using text_internal::Where;
 
 namespace {
@@ -307,15 +307,15 @@ class Parser {
     // The header must describe the parameter instructions.
     if (header_.size() != g.parameters().size()) {
       return InvalidArgument(Where(header_line_, header_col_), "graph header lists ",
-                             header_.size(), " parameters but the body has ",
-                             g.parameters().size(), " parameter instructions");
+                             header_.size(), " parameters but the body has ", g.parameters().size(),
+                             " parameter instructions");
     }
     for (size_t i = 0; i < header_.size(); ++i) {
       const Shape& body = g.node(g.parameters()[i]).shape;
       if (header_[i].shape != body) {
         return InvalidArgument(Where(header_[i].line, header_[i].col), "header parameter ", i,
-                               " has shape ", header_[i].shape.ToString(),
-                               " but parameter(", i, ") is ", body.ToString());
+                               " has shape ", header_[i].shape.ToString(), " but parameter(", i,
+                               ") is ", body.ToString());
       }
     }
     return g;
@@ -462,7 +462,8 @@ class Parser {
   // ---- operands and values ----
   StatusOr<NodeId> ParseOperandName() {
     const Token& t = Peek();
-    if (t.kind != TokKind::kName) return Err(t, "expected an operand (%name), got ", DescribeToken(t));
+    if (t.kind != TokKind::kName)
+      return Err(t, "expected an operand (%name), got ", DescribeToken(t));
     auto it = names_.find(t.text);
     if (it == names_.end()) return Err(t, "use of undefined value '%", t.text, "'");
     Next();
@@ -528,7 +529,8 @@ class Parser {
         return AttrValue(std::move(list));
       }
       default:
-        return Err(t, "expected an attribute value (integer, float, string or {integer list}), got ",
+        return Err(t,
+                   "expected an attribute value (integer, float, string or {integer list}), got ",
                    DescribeToken(t));
     }
   }
@@ -572,9 +574,10 @@ class Parser {
   Status StoreElem(Literal& lit, int64_t i, const Elem& e) {
     const DType t = lit.dtype();
     if (IsComplex(t) != e.pair) {
-      return Err(e.a, IsComplex(t) ? "expected a complex value (re,im) for "
-                                   : "unexpected complex value for ",
-                 DTypeName(t));
+      return Err(
+          e.a,
+          IsComplex(t) ? "expected a complex value (re,im) for " : "unexpected complex value for ",
+          DTypeName(t));
     }
     auto float_of = [&](const Token& tok) -> StatusOr<double> {
       auto d = TokenToDouble(tok);
@@ -598,7 +601,8 @@ class Parser {
       case DType::kS32:
       case DType::kS64: {
         auto v = e.a.kind == TokKind::kNumber ? ParseInt64(e.a.text) : std::nullopt;
-        if (!v) return Err(e.a, "expected an integer for ", DTypeName(t), ", got ", DescribeToken(e.a));
+        if (!v)
+          return Err(e.a, "expected an integer for ", DTypeName(t), ", got ", DescribeToken(e.a));
         int bits = BitWidth(t);
         if (bits < 64) {
           int64_t lo = -(int64_t{1} << (bits - 1)), hi = (int64_t{1} << (bits - 1)) - 1;
@@ -683,9 +687,9 @@ class Parser {
         EMBER_ASSIGN_OR_RETURN(Literal e, ParseLiteral(shapes[i], depth + 1));
         elems.push_back(std::move(e));
       }
-      EMBER_RETURN_IF_ERROR(Expect(
-          TokKind::kRParen,
-          internal::StrCat("')' after ", shapes.size(), " tuple elements").c_str()));
+      EMBER_RETURN_IF_ERROR(
+          Expect(TokKind::kRParen,
+                 internal::StrCat("')' after ", shapes.size(), " tuple elements").c_str()));
       return Literal::Tuple(std::move(elems));
     }
     const Token open = Peek();
@@ -747,7 +751,8 @@ class Parser {
       literal = std::make_shared<const Literal>(std::move(lit));
       EMBER_RETURN_IF_ERROR(Expect(TokKind::kRParen, "')' after the constant's values"));
     } else {
-      EMBER_ASSIGN_OR_RETURN(operands, ParseNameList(TokKind::kRParen, "',' or ')' after operands"));
+      EMBER_ASSIGN_OR_RETURN(operands,
+                             ParseNameList(TokKind::kRParen, "',' or ')' after operands"));
     }
     EMBER_RETURN_IF_ERROR(ParseAttrs(attrs));
     std::string metadata;

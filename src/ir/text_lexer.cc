@@ -57,9 +57,9 @@ class Lexer {
         t.text = std::string(s_.substr(start, pos_ - start));
       } else if (c == '"') {
         EMBER_RETURN_IF_ERROR(LexString(t));
-      } else if (IsDigit(c) || ((c == '-' || c == '+' || c == '.') && (IsDigit(Peek(1)) ||
-                                                                       (c != '.' && Peek(1) == '.' &&
-                                                                        IsDigit(Peek(2)))))) {
+      } else if (IsDigit(c) ||
+                 ((c == '-' || c == '+' || c == '.') &&
+                  (IsDigit(Peek(1)) || (c != '.' && Peek(1) == '.' && IsDigit(Peek(2)))))) {
         LexNumber(t);
       } else if (IsAlpha(c) || ((c == '-' || c == '+') && IsAlpha(Peek(1)))) {
         size_t start = pos_;
@@ -69,15 +69,33 @@ class Lexer {
         t.text = std::string(s_.substr(start, pos_ - start));
       } else {
         switch (c) {
-          case '(': t.kind = TokKind::kLParen; break;
-          case ')': t.kind = TokKind::kRParen; break;
-          case '{': t.kind = TokKind::kLBrace; break;
-          case '}': t.kind = TokKind::kRBrace; break;
-          case '[': t.kind = TokKind::kLBracket; break;
-          case ']': t.kind = TokKind::kRBracket; break;
-          case ',': t.kind = TokKind::kComma; break;
-          case '=': t.kind = TokKind::kEquals; break;
-          case ':': t.kind = TokKind::kColon; break;
+          case '(':
+            t.kind = TokKind::kLParen;
+            break;
+          case ')':
+            t.kind = TokKind::kRParen;
+            break;
+          case '{':
+            t.kind = TokKind::kLBrace;
+            break;
+          case '}':
+            t.kind = TokKind::kRBrace;
+            break;
+          case '[':
+            t.kind = TokKind::kLBracket;
+            break;
+          case ']':
+            t.kind = TokKind::kRBracket;
+            break;
+          case ',':
+            t.kind = TokKind::kComma;
+            break;
+          case '=':
+            t.kind = TokKind::kEquals;
+            break;
+          case ':':
+            t.kind = TokKind::kColon;
+            break;
           default: {
             std::string shown;
             unsigned char uc = static_cast<unsigned char>(c);
@@ -163,11 +181,26 @@ class Lexer {
       int eline = line_, ecol = col_;
       char e = Peek(1);
       switch (e) {
-        case '\\': out += '\\'; Advance(2); break;
-        case '"': out += '"'; Advance(2); break;
-        case 'n': out += '\n'; Advance(2); break;
-        case 'r': out += '\r'; Advance(2); break;
-        case 't': out += '\t'; Advance(2); break;
+        case '\\':
+          out += '\\';
+          Advance(2);
+          break;
+        case '"':
+          out += '"';
+          Advance(2);
+          break;
+        case 'n':
+          out += '\n';
+          Advance(2);
+          break;
+        case 'r':
+          out += '\r';
+          Advance(2);
+          break;
+        case 't':
+          out += '\t';
+          Advance(2);
+          break;
         case 'x': {
           int hi = HexValue(Peek(2)), lo = HexValue(Peek(3));
           if (hi < 0 || lo < 0) {
@@ -198,32 +231,52 @@ class Lexer {
 
 std::string_view TokKindName(TokKind k) {
   switch (k) {
-    case TokKind::kEnd: return "end of input";
-    case TokKind::kIdent: return "identifier";
-    case TokKind::kName: return "%name";
-    case TokKind::kNumber: return "number";
-    case TokKind::kString: return "string";
-    case TokKind::kComment: return "comment";
-    case TokKind::kLParen: return "'('";
-    case TokKind::kRParen: return "')'";
-    case TokKind::kLBrace: return "'{'";
-    case TokKind::kRBrace: return "'}'";
-    case TokKind::kLBracket: return "'['";
-    case TokKind::kRBracket: return "']'";
-    case TokKind::kComma: return "','";
-    case TokKind::kEquals: return "'='";
-    case TokKind::kColon: return "':'";
+    case TokKind::kEnd:
+      return "end of input";
+    case TokKind::kIdent:
+      return "identifier";
+    case TokKind::kName:
+      return "%name";
+    case TokKind::kNumber:
+      return "number";
+    case TokKind::kString:
+      return "string";
+    case TokKind::kComment:
+      return "comment";
+    case TokKind::kLParen:
+      return "'('";
+    case TokKind::kRParen:
+      return "')'";
+    case TokKind::kLBrace:
+      return "'{'";
+    case TokKind::kRBrace:
+      return "'}'";
+    case TokKind::kLBracket:
+      return "'['";
+    case TokKind::kRBracket:
+      return "']'";
+    case TokKind::kComma:
+      return "','";
+    case TokKind::kEquals:
+      return "'='";
+    case TokKind::kColon:
+      return "':'";
   }
   return "?";
 }
 
 std::string DescribeToken(const Token& t) {
   switch (t.kind) {
-    case TokKind::kIdent: return internal::StrCat("identifier '", t.text, "'");
-    case TokKind::kName: return internal::StrCat("'%", t.text, "'");
-    case TokKind::kNumber: return internal::StrCat("number '", t.text, "'");
-    case TokKind::kString: return internal::StrCat("string ", QuoteString(t.text));
-    default: return std::string(TokKindName(t.kind));
+    case TokKind::kIdent:
+      return internal::StrCat("identifier '", t.text, "'");
+    case TokKind::kName:
+      return internal::StrCat("'%", t.text, "'");
+    case TokKind::kNumber:
+      return internal::StrCat("number '", t.text, "'");
+    case TokKind::kString:
+      return internal::StrCat("string ", QuoteString(t.text));
+    default:
+      return std::string(TokKindName(t.kind));
   }
 }
 
@@ -238,11 +291,21 @@ std::string QuoteString(std::string_view s) {
   for (char c : s) {
     unsigned char uc = static_cast<unsigned char>(c);
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (uc < 0x20 || uc == 0x7f) {
           AppendHexEscape(out, uc);
@@ -260,10 +323,18 @@ std::string EscapeMetadata(std::string_view s) {
   for (char c : s) {
     unsigned char uc = static_cast<unsigned char>(c);
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += '\t'; break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += '\t';
+        break;
       default:
         if (uc < 0x20 || uc == 0x7f) {
           AppendHexEscape(out, uc);
@@ -292,8 +363,7 @@ std::string UnescapeMetadata(std::string_view s) {
     } else if (e == 'r') {
       out += '\r';
       ++i;
-    } else if (e == 'x' && i + 3 < s.size() && HexValue(s[i + 2]) >= 0 &&
-               HexValue(s[i + 3]) >= 0) {
+    } else if (e == 'x' && i + 3 < s.size() && HexValue(s[i + 2]) >= 0 && HexValue(s[i + 3]) >= 0) {
       out += static_cast<char>(HexValue(s[i + 2]) * 16 + HexValue(s[i + 3]));
       i += 3;
     } else {

@@ -16,12 +16,12 @@
 namespace ember::text_internal {
 
 enum class TokKind : uint8_t {
-  kEnd,       // end of input
-  kIdent,     // [A-Za-z_][A-Za-z0-9_.-]*, also `-inf`, `-nan`, `+inf`
-  kName,      // %name; text holds the name without '%'
-  kNumber,    // [-+]?digits[.digits][e[-+]digits] (text as written)
-  kString,    // "..."; text holds the decoded bytes
-  kComment,   // // ...; text holds the raw bytes after "//" up to end of line
+  kEnd,      // end of input
+  kIdent,    // [A-Za-z_][A-Za-z0-9_.-]*, also `-inf`, `-nan`, `+inf`
+  kName,     // %name; text holds the name without '%'
+  kNumber,   // [-+]?digits[.digits][e[-+]digits] (text as written)
+  kString,   // "..."; text holds the decoded bytes
+  kComment,  // // ...; text holds the raw bytes after "//" up to end of line
   kLParen,
   kRParen,
   kLBrace,

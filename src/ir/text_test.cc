@@ -30,8 +30,7 @@ StatusOr<Graph> BuildOpGraph(OpKind op) {
       outs = {b.Parameter(0, kF23)};
       break;
     case OpKind::kConstant:
-      outs = {b.Constant(Literal::FromDoubles(Shape(DType::kF32, {3}),
-                                              {1, 2.5, std::nan("")}))};
+      outs = {b.Constant(Literal::FromDoubles(Shape(DType::kF32, {3}), {1, 2.5, std::nan("")}))};
       break;
     case OpKind::kIota:
       outs = {b.Iota(Shape(DType::kS32, {4, 3}), 1)};
@@ -265,29 +264,38 @@ Literal EdgeValues(DType t) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   switch (t) {
-    case DType::kPred: return Literal::FromInts(Shape(t, {3}), {1, 0, 1});
-    case DType::kS8: return Literal::FromInts(Shape(t, {3}), {-128, 127, 0});
-    case DType::kS16: return Literal::FromInts(Shape(t, {3}), {-32768, 32767, -1});
+    case DType::kPred:
+      return Literal::FromInts(Shape(t, {3}), {1, 0, 1});
+    case DType::kS8:
+      return Literal::FromInts(Shape(t, {3}), {-128, 127, 0});
+    case DType::kS16:
+      return Literal::FromInts(Shape(t, {3}), {-32768, 32767, -1});
     case DType::kS32:
       return Literal::FromInts(Shape(t, {3}), {std::numeric_limits<int32_t>::min(),
                                                std::numeric_limits<int32_t>::max(), 7});
     case DType::kS64:
       return Literal::FromInts(Shape(t, {3}), {std::numeric_limits<int64_t>::min(),
                                                std::numeric_limits<int64_t>::max(), -5});
-    case DType::kU8: return Literal::FromInts(Shape(t, {3}), {0, 255, 128});
-    case DType::kU16: return Literal::FromInts(Shape(t, {3}), {0, 65535, 1});
-    case DType::kU32: return Literal::FromInts(Shape(t, {3}), {0, 4294967295LL, 2});
-    case DType::kU64: return Literal::FromInts(Shape(t, {3}), {0, -1, std::numeric_limits<int64_t>::min()});
+    case DType::kU8:
+      return Literal::FromInts(Shape(t, {3}), {0, 255, 128});
+    case DType::kU16:
+      return Literal::FromInts(Shape(t, {3}), {0, 65535, 1});
+    case DType::kU32:
+      return Literal::FromInts(Shape(t, {3}), {0, 4294967295LL, 2});
+    case DType::kU64:
+      return Literal::FromInts(Shape(t, {3}), {0, -1, std::numeric_limits<int64_t>::min()});
     case DType::kF16:
-      return Literal::FromDoubles(Shape(t, {6}), {nan, -inf, 65504, 5.960464477539063e-08, -0.0, 0.1});
+      return Literal::FromDoubles(Shape(t, {6}),
+                                  {nan, -inf, 65504, 5.960464477539063e-08, -0.0, 0.1});
     case DType::kBF16:
-      return Literal::FromDoubles(Shape(t, {6}), {-nan, inf, 3.3895313892515355e38, 9.2e-41, -0.0, 0.1});
+      return Literal::FromDoubles(Shape(t, {6}),
+                                  {-nan, inf, 3.3895313892515355e38, 9.2e-41, -0.0, 0.1});
     case DType::kF32:
       return Literal::FromDoubles(Shape(t, {7}), {0.1, 1.401298464324817e-45, 3.4028234663852886e38,
                                                   nan, -inf, 1.0 / 3.0, 16777217.0});
     case DType::kF64:
-      return Literal::FromDoubles(Shape(t, {6}), {0.1, 4.9406564584124654e-324, -0.0, inf, -nan,
-                                                  1.0 / 3.0});
+      return Literal::FromDoubles(Shape(t, {6}),
+                                  {0.1, 4.9406564584124654e-324, -0.0, inf, -nan, 1.0 / 3.0});
     case DType::kC64: {
       Literal lit(Shape(t, {2}));
       float v[4] = {1.5f, -0.0f, std::numeric_limits<float>::quiet_NaN(), 0.1f};
@@ -363,8 +371,8 @@ TEST(TextTest, RoundTripOddAttributesAndNames) {
   attrs.Set("s_num", std::string("12"));
   attrs.Set("s_bytes", std::string("\xff\x00\x7f\"\\", 5));
   attrs.Set("i_min", std::numeric_limits<int64_t>::min());
-  NodeId cc = b.AddNode(OpKind::kCustomCall, {x}, attrs, kF23, nullptr,
-                        "meta \\x41 \n\r\t\x01 // end ");
+  NodeId cc =
+      b.AddNode(OpKind::kCustomCall, {x}, attrs, kF23, nullptr, "meta \\x41 \n\r\t\x01 // end ");
   b.SetOutputs({cc});
   auto g = b.Build();
   ASSERT_TRUE(g.ok()) << g.status().ToString();
@@ -493,8 +501,7 @@ TEST(TextTest, ParseErrors) {
                    {"line 3, column 15:", "add", "expected 2 operand(s), got 1"});
   ExpectParseError(Wrap("  %1 = f32[3] constant({1, 2})\n  ROOT (%1)\n"),
                    {"line 3, column 24:", "needs 3 values, got 2"});
-  ExpectParseError(Wrap("  %1 = f32[4] add(%0, %0)\n"),
-                   {"line 4, column 1:", "missing ROOT"});
+  ExpectParseError(Wrap("  %1 = f32[4] add(%0, %0)\n"), {"line 4, column 1:", "missing ROOT"});
   ExpectParseError(Wrap("  %1 = f32[8] add(%0, %0)\n  ROOT (%1)\n"),
                    {"line 3, column 15:", "f32[8]", "f32[4]"});
   ExpectParseError(Wrap("  %1 = f32[4] add(%0, %0)\n  ROOT (%1)\n", "%p0: f32[5]"),
@@ -515,8 +522,9 @@ TEST(TextTest, ParseErrors) {
                    {"line 3, column 26:", "true or false"});
   ExpectParseError(Wrap("  %1 = c64[1] constant({1})\n  ROOT (%1)\n"),
                    {"line 3, column 25:", "complex value (re,im)"});
-  ExpectParseError(Wrap("  %1 = f32[4] transpose(%0), dimensions={0}, dimensions={0}\n  ROOT (%1)\n"),
-                   {"line 3, column 46:", "duplicate attribute 'dimensions'"});
+  ExpectParseError(
+      Wrap("  %1 = f32[4] transpose(%0), dimensions={0}, dimensions={0}\n  ROOT (%1)\n"),
+      {"line 3, column 46:", "duplicate attribute 'dimensions'"});
   ExpectParseError(Wrap("  %1 = f32[4] negate(%0), x=99999999999999999999\n  ROOT (%1)\n"),
                    {"line 3, column 29:", "does not fit in 64 bits"});
   ExpectParseError(Wrap("  %1 = f32[4] negate(%0)\n  ROOT (%1)\n  ALIAS {1: 0}\n"),
@@ -531,14 +539,14 @@ TEST(TextTest, ParseErrors) {
                    {"line 3, column 15:", "defined twice"});
   ExpectParseError(Wrap("  %1 = f32[4] parameter(2)\n  ROOT (%1)\n", "%p0: f32[4], %p1: f32[4]"),
                    {"parameter(1) is missing"});
-  ExpectParseError(
-      Wrap("  %1 = f32[4000000000,4000000000,4000000000] parameter(1)\n  ROOT (%1)\n"),
-      {"line 3, column 23:", "more than 2^48 elements"});
+  ExpectParseError(Wrap("  %1 = f32[4000000000,4000000000,4000000000] parameter(1)\n  ROOT (%1)\n"),
+                   {"line 3, column 23:", "more than 2^48 elements"});
   ExpectParseError("", {"line 1, column 1:", "expected 'graph'"});
   ExpectParseError("graph g() {", {"line 1, column 12:", "missing ROOT"});
   ExpectParseError("graph g() { ROOT () ", {"line 1, column 21:", "'}' to close the graph"});
-  ExpectParseError(std::string(200, '(') , {"expected 'graph'"});
-  ExpectParseError("graph g() {\n %0 = " + std::string(200, '(') + "f32[])", {"nested more than 64"});
+  ExpectParseError(std::string(200, '('), {"expected 'graph'"});
+  ExpectParseError("graph g() {\n %0 = " + std::string(200, '(') + "f32[])",
+                   {"nested more than 64"});
 }
 
 // Mutations of valid text must never crash the parser; whatever it accepts
@@ -553,16 +561,29 @@ TEST(TextTest, FuzzMutationsNeverCrash) {
   {
     GraphBuilder b("dt");
     std::vector<NodeId> outs;
-    for (int ti = 0; ti < kNumDTypes; ++ti) outs.push_back(b.Constant(EdgeValues(static_cast<DType>(ti))));
+    for (int ti = 0; ti < kNumDTypes; ++ti)
+      outs.push_back(b.Constant(EdgeValues(static_cast<DType>(ti))));
     b.SetOutputs(outs);
     auto g = b.Build();
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     seeds.push_back(PrintGraph(*g));
   }
   const std::string alphabet = "%(){}[],=:\"\\/-+.0123456789eEnaifxtrupl \n\t#$";
-  const std::vector<std::string> chunks = {"99999999999999999999", "-1", "9223372036854775807",
-                                           "nan", "(", "{", "%0", ", ", "f32[]", "\"", "//",
-                                           "ROOT", "ALIAS {0: 0}", "1e999", "4000000000"};
+  const std::vector<std::string> chunks = {"99999999999999999999",
+                                           "-1",
+                                           "9223372036854775807",
+                                           "nan",
+                                           "(",
+                                           "{",
+                                           "%0",
+                                           ", ",
+                                           "f32[]",
+                                           "\"",
+                                           "//",
+                                           "ROOT",
+                                           "ALIAS {0: 0}",
+                                           "1e999",
+                                           "4000000000"};
   // EMBER_FUZZ_ITERS / EMBER_FUZZ_SEED run a longer or different campaign.
   const char* iters_env = std::getenv("EMBER_FUZZ_ITERS");
   const char* seed_env = std::getenv("EMBER_FUZZ_SEED");
@@ -577,13 +598,21 @@ TEST(TextTest, FuzzMutationsNeverCrash) {
     for (int m = 0; m < n_mut && !s.empty(); ++m) {
       size_t pos = rng() % (s.size() + 1);
       switch (rng() % 9) {
-        case 0: s.resize(pos); break;  // truncate
-        case 1: s.erase(pos, 1 + rng() % 8); break;
-        case 2: s.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+        case 0:
+          s.resize(pos);
+          break;  // truncate
+        case 1:
+          s.erase(pos, 1 + rng() % 8);
+          break;
+        case 2:
+          s.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
         case 3:
           if (pos < s.size()) s[pos] = alphabet[rng() % alphabet.size()];
           break;
-        case 4: s.insert(pos, chunks[rng() % chunks.size()]); break;
+        case 4:
+          s.insert(pos, chunks[rng() % chunks.size()]);
+          break;
         case 5: {  // duplicate a span
           size_t len = rng() % 40;
           s.insert(pos, s.substr(rng() % s.size(), len));
@@ -597,7 +626,10 @@ TEST(TextTest, FuzzMutationsNeverCrash) {
           if (a0 == std::string::npos || b0 == std::string::npos || a0 == b0) break;
           size_t a1 = s.find_first_of(" \n", a0 + 1), b1 = s.find_first_of(" \n", b0 + 1);
           if (a1 == std::string::npos || b1 == std::string::npos) break;
-          if (a0 > b0) { std::swap(a0, b0); std::swap(a1, b1); }
+          if (a0 > b0) {
+            std::swap(a0, b0);
+            std::swap(a1, b1);
+          }
           if (a1 > b0) break;
           std::string fa = s.substr(a0, a1 - a0), fb = s.substr(b0, b1 - b0);
           s = s.substr(0, a0) + fb + s.substr(a1, b0 - a1) + fa + s.substr(b1);
@@ -608,8 +640,10 @@ TEST(TextTest, FuzzMutationsNeverCrash) {
           if (d0 == std::string::npos) break;
           size_t d1 = s.find_first_not_of("0123456789", d0);
           if (d1 == std::string::npos) d1 = s.size();
-          static const char* kNums[] = {"0", "1", "2", "3", "7", "-1", "64", "65", "255", "256",
-                                        "2147483648", "18446744073709551616", "1e5", "0.5"};
+          static const char* kNums[] = {"0",   "1",   "2",          "3",
+                                        "7",   "-1",  "64",         "65",
+                                        "255", "256", "2147483648", "18446744073709551616",
+                                        "1e5", "0.5"};
           s.replace(d0, d1 - d0, kNums[rng() % (sizeof(kNums) / sizeof(kNums[0]))]);
           break;
         }
@@ -624,7 +658,8 @@ TEST(TextTest, FuzzMutationsNeverCrash) {
     ++accepted;
     std::string printed = PrintGraph(*g);
     auto again = ParseGraph(printed);
-    ASSERT_TRUE(again.ok()) << again.status().ToString() << "\ninput:\n" << s << "\nprinted:\n"
+    ASSERT_TRUE(again.ok()) << again.status().ToString() << "\ninput:\n"
+                            << s << "\nprinted:\n"
                             << printed;
     ASSERT_EQ(PrintGraph(*again), printed) << "input:\n" << s;
     ASSERT_EQ(HashGraph(*again), HashGraph(*g)) << printed;
