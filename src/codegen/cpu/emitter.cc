@@ -217,8 +217,8 @@ class KernelEmitter {
     }
   }
 
-  // Declarations of the buffers the phase reads; mat_before: materialized
-  // nodes computed by earlier phases.
+  // Declarations of the buffers (parameters, earlier materialized values)
+  // that the phase's expressions read.
   std::string BufferDecls(const ExprEmitter& e, int indent) {
     std::string s;
     for (NodeId id : e.used_buffers()) {
@@ -423,10 +423,8 @@ class KernelEmitter {
     ExprEmitter tail(plan_, &var_counter_, 4 + static_cast<int>(red_dims.size()));
     std::string tv = tail.Value(x, Index::Multi(xix));
 
-    std::set<NodeId> used = full.used_buffers();
+    // The tail reads the same buffers and sets the same flags as the full block.
     s = BufferDecls(full, 1) + s;
-    // (the tail reads the same buffers as the full block)
-    std::set<int> sites = full.used_sites();
     s += FlagDecls(full, 1);
     s += "  for (int64_t o = begin; o < end; ++o) {\n" + kept_decls;
     if (pairwise) s += "    EmberPairwise<" + ct + "> pw;\n    int nb = 0;\n";
@@ -488,8 +486,6 @@ class KernelEmitter {
     s += "    out[o] = " + StoreExpr(t, "result") + ";\n";
     s += "  }\n";
     s += FlagStores(full, 1);
-    (void)used;
-    (void)sites;
     return s;
   }
 
