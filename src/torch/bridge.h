@@ -71,6 +71,7 @@ std::pair<uint64_t, uint64_t> next_rng_pair(const std::optional<at::Generator>& 
 at::Generator default_generator();
 at::Generator make_generator();
 bool in_bad_fork();
+void check_not_forked();  // raises in a forked child
 bool is_ember_generator(const at::Generator& g);
 
 // ---------------------------------------------------------------- IR

@@ -675,7 +675,15 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
 }  // namespace
 
 // ---------------------------------------------------------------- tracing
+void check_not_forked() {
+  TORCH_CHECK(!in_bad_fork(),
+              "ember: the ember device cannot be used in a forked child process (e.g. a "
+              "DataLoader worker with num_workers > 0); load CPU tensors in workers and move "
+              "them to ember in the main process, or use the 'spawn' start method");
+}
+
 void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  check_not_forked();
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   std::vector<c10::IValue> args(std::make_move_iterator(stack->end() - nargs),
@@ -871,6 +879,7 @@ void check_device_arg(const c10::IValue& d) {
 // empty.memory_format(SymInt[] size, *, ScalarType? dtype, Layout? layout, Device? device,
 //                     bool? pin_memory, MemoryFormat? memory_format)
 void empty_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  check_not_forked();
   auto args = pop_args(op, stack);
   auto size = int_vec(args[0]);
   auto dtype = opt_dtype(args[1]).value_or(c10::typeMetaToScalarType(at::get_default_dtype()));
@@ -885,6 +894,7 @@ void empty_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
 // empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype, Layout? layout,
 //               Device? device, bool? pin_memory)
 void empty_strided_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  check_not_forked();
   auto args = pop_args(op, stack);
   auto size = int_vec(args[0]);
   auto stride = int_vec(args[1]);
@@ -915,6 +925,7 @@ void call_traced(const char* name, const char* overload, std::vector<c10::IValue
 // _to_copy(Tensor self, *, ScalarType? dtype, Layout? layout, Device? device,
 //          bool? pin_memory, bool non_blocking, MemoryFormat? memory_format)
 void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  check_not_forked();
   auto args = pop_args(op, stack);
   at::Tensor self = unwrap(args[0].toTensor());
   std::optional<c10::Device> dev;
@@ -957,6 +968,7 @@ void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
 
 // copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor  (functional)
 void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  check_not_forked();
   auto args = pop_args(op, stack);
   at::Tensor self = unwrap(args[0].toTensor());
   at::Tensor src = unwrap(args[1].toTensor());
@@ -974,6 +986,7 @@ void copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
 
 // copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)
 void copy__kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  check_not_forked();
   auto args = pop_args(op, stack);
   at::Tensor self = args[0].toTensor();
   at::Tensor src = unwrap(args[1].toTensor());
@@ -997,6 +1010,7 @@ void copy__kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
 
 // _copy_from(Tensor self, Tensor dst, bool non_blocking=False) -> Tensor
 void copy_from_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  check_not_forked();
   auto args = pop_args(op, stack);
   at::Tensor src = unwrap(args[0].toTensor());
   at::Tensor dst = unwrap(args[1].toTensor());

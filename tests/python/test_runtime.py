@@ -69,3 +69,36 @@ def test_tracing_from_threads():
 
 def test_get_amp_supported_dtype():
     assert torch.bfloat16 in torch.ember.get_amp_supported_dtype()
+
+
+def test_forked_child_refuses_cleanly():
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def child(q):
+        try:
+            torch.ones(2, device="ember")
+            q.put("no error")
+        except RuntimeError as e:
+            q.put(str(e))
+
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    msg = q.get(timeout=60)
+    p.join(60)
+    assert p.exitcode == 0 and "forked child" in msg
+
+
+def test_out_of_memory_is_an_exception():
+    import pytest
+
+    with pytest.raises(RuntimeError, match="memory"):
+        torch.empty(2**45, device=DEV)
+    x = torch.ones(4096, device=DEV)
+    y = x.expand(2**28, 4096).contiguous()  # 4 TiB, fails at sync
+    z = x + 1
+    with pytest.raises(RuntimeError, match="memory"):
+        y.cpu()
+    close(z, torch.full((4096,), 2.0))
