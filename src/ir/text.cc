@@ -268,7 +268,9 @@ struct HeaderParam {
 
 class Parser {
  public:
-  explicit Parser(std::vector<Token> toks) : toks_(std::move(toks)) {}
+  explicit Parser(std::vector<Token> toks) : toks_(std::move(toks)) {
+    names_.reserve(toks_.size() / 8);
+  }
 
   StatusOr<Graph> Run() {
     EMBER_RETURN_IF_ERROR(ExpectKeyword("graph"));

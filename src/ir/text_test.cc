@@ -459,6 +459,22 @@ TEST(TextTest, NonCanonicalInputPrintsCanonically) {
   ExpectRoundTrip(*g);
 }
 
+TEST(TextTest, LargeGraphRoundTrips) {
+  // A 20000-node chain and a 10000-element constant: no recursion or
+  // quadratic behaviour in the parser, values exact.
+  GraphBuilder b("large");
+  NodeId x = b.Parameter(0, Shape(DType::kF32, {4}));
+  NodeId y = x;
+  for (int i = 0; i < 20000; ++i) y = i % 2 ? b.Add(y, x) : b.Negate(y);
+  Literal big(Shape(DType::kF64, {10000}));
+  for (int64_t i = 0; i < big.num_elements(); ++i) big.SetDouble(i, 1.0 / (i + 1));
+  NodeId c = b.Constant(big);
+  b.SetOutputs({y, c});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ExpectRoundTrip(*g);
+}
+
 TEST(TextTest, EmptyGraphAndEmptyLists) {
   const char* text =
       "graph g() {\n"
