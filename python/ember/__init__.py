@@ -122,7 +122,14 @@ def _install_repr():
             extra.append(f"grad_fn=<{type(self.grad_fn).__name__}>")
         elif self.requires_grad:
             extra.append("requires_grad=True")
-        return s[:-1] + ", " + ", ".join(extra) + ")"
+        dev = extra.pop(0)
+        body = s[:-1]
+        cut = body.find(", dtype=")  # eager order: device=..., dtype=..., grad_fn=...
+        if cut < 0:
+            body = body + ", " + dev
+        else:
+            body = body[:cut] + ", " + dev + body[cut:]
+        return body + "".join(", " + e for e in extra) + ")"
 
     ts._str = _str
 

@@ -299,6 +299,29 @@ bool has_bool_index(const std::vector<c10::IValue>& args) {
   return false;
 }
 
+// Dtypes with partial CPU kernel coverage (uint16/32/64, float8): ops on them run
+// eagerly so an unsupported op fails at the user's line, as in eager.
+bool has_limited_dtype(const std::vector<c10::IValue>& args) {
+  auto limited = [](const at::Tensor& t) {
+    if (!t.defined()) return false;
+    switch (t.scalar_type()) {
+      case at::kUInt16: case at::kUInt32: case at::kUInt64:
+      case at::kFloat8_e4m3fn: case at::kFloat8_e5m2: case at::kFloat8_e4m3fnuz:
+      case at::kFloat8_e5m2fnuz: case at::kFloat8_e8m0fnu:
+        return true;
+      default:
+        return false;
+    }
+  };
+  for (const auto& a : args) {
+    if (a.isTensor() && limited(a.toTensor())) return true;
+    if (a.isTensorList()) {
+      for (const at::Tensor& t : a.toTensorList()) if (limited(t)) return true;
+    }
+  }
+  return false;
+}
+
 at::Tensor meta_tensor(const TensorMeta& m, bool wrapped) {
   int64_t extent = 1;
   bool empty = false;
@@ -694,7 +717,7 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   for (auto& a : args) a = convert_tensors(a, [](const at::Tensor& t) { return unwrap(t); });
 
   std::vector<int> written = written_args(schema);
-  if (is_data_dependent(schema.name()) || has_bool_index(args)) {
+  if (is_data_dependent(schema.name()) || has_bool_index(args) || has_limited_dtype(args)) {
     run_eager_fallback(op, args, stack);
     return;
   }

@@ -182,3 +182,26 @@ def test_data_dependent_error_at_sync_names_op():
     close(x + 0, x.cpu())
     with pytest.raises(RuntimeError, match="failed"):
         y.cpu()
+
+
+def test_repr_matches_eager_layout():
+    d = torch.tensor([1, 2], dtype=torch.int32).to(DEV)
+    assert repr(d) == "tensor([1, 2], device='ember:0', dtype=torch.int32)"
+    w = torch.ones(2).to(DEV).requires_grad_()
+    assert repr(w) == "tensor([1., 1.], device='ember:0', requires_grad=True)"
+    assert "grad_fn=<MulBackward0>" in repr(w * 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64,
+                                   torch.float8_e4m3fn, torch.float8_e5m2])
+def test_limited_dtypes_fail_at_users_line_like_eager(dtype):
+    a = torch.arange(6).to(torch.float32).to(dtype)
+    d = a.to(DEV)
+    assert d.cpu().view(torch.uint8).tolist() == a.view(torch.uint8).tolist()
+    try:
+        ref = a + a
+    except Exception as e:  # eager CPU has no kernel: same error type, at trace time
+        with pytest.raises(type(e)):
+            d + d
+    else:
+        close(d + d, ref)
