@@ -21,11 +21,14 @@ StatusOr<bool> ConstantFoldingPass::Run(Graph& g) {
   return RewriteGraph(g, [&](const Node& n, Rewriter& rw) -> StatusOr<NodeId> {
     if (!MayFold(n)) return kCopyNode;
     std::vector<const Literal*> values;
+    int64_t operand_elements = 0;
     for (size_t i = 0; i < n.operands.size(); ++i) {
       const Node& operand = rw.Operand(n, static_cast<int>(i));
       if (operand.op != OpKind::kConstant || !operand.literal) return kCopyNode;
       values.push_back(operand.literal.get());
+      operand_elements += operand.shape.num_elements();
     }
+    if (operand_elements > kMaxFoldedOperandElements) return kCopyNode;
     if (n.op == OpKind::kBroadcastInDim && values[0]->shape().is_scalar()) return kCopyNode;
     StatusOr<Literal> folded = EvaluateNode(n, values);
     // A data error (division by zero, bad index) must surface at run time.

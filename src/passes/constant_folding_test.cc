@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ember/ir/builder.h"
 #include "passes/dce.h"
 #include "passes/pass_test_util.h"
 
@@ -109,6 +110,25 @@ graph main() {
   %a = s32[2048] add(%i, %b)
   ROOT (%a)
 })");
+}
+
+TEST(ConstantFolding, ReductionOfHugeConstantIsNotFolded) {
+  // The result is small but the operand has 2^16 + 1 elements.
+  Graph g;
+  {
+    GraphBuilder b;
+    Literal big(Shape(DType::kS32, {65537}));
+    NodeId c = b.Constant(big);
+    NodeId r = b.Reduce(c, {0}, ReduceKind::kAdd);
+    b.SetOutputs({r});
+    StatusOr<Graph> built = b.Build();
+    ASSERT_TRUE(built.ok()) << built.status().ToString();
+    g = *built;
+  }
+  ConstantFoldingPass cf;
+  StatusOr<bool> changed = cf.Run(g);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
 }
 
 TEST(ConstantFolding, ScalarBroadcastsAndLeavesStay) {

@@ -11,7 +11,7 @@ namespace ember::passes {
 namespace {
 
 void AppendBytes(std::string& key, const void* p, size_t n) {
-  key.append(static_cast<const char*>(p), n);
+  if (n != 0) key.append(static_cast<const char*>(p), n);
 }
 template <typename T>
 void AppendPod(std::string& key, const T& v) {

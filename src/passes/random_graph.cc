@@ -451,7 +451,7 @@ class Generator {
         return b_.Reverse(b_.Reverse(x, {}), {});
       case 13:
         if (IsPred(t)) return kInvalidNode;
-        return b_.Reduce(x, {}, IsFloat(t) ? ReduceKind::kAdd : ReduceKind::kMaximum);
+        return b_.Reduce(x, {}, IsFloat(t) ? ReduceKind::kMultiply : ReduceKind::kAdd);
       case 14: {  // x op special-constant, either order: add-zero, mul-one, ...
         if (!IsNum(t)) return kInvalidNode;
         const OpKind op = Pick(std::vector<OpKind>{OpKind::kAdd, OpKind::kSubtract, OpKind::kMultiply,
@@ -544,7 +544,9 @@ Literal RandomLiteral(const Shape& s, std::mt19937_64& rng) {
       if (r < 3) v = std::numeric_limits<int64_t>::min();
       else if (r < 6) v = std::numeric_limits<int64_t>::max();
       else if (r < 9) v = -1;  // all ones
-      else if (r < 12) v = IsSignedInt(t) ? (int64_t{-1} << (BitWidth(t) - 1)) : 0;
+      else if (r < 12) v = !IsSignedInt(t)      ? 0  // the minimum of the type
+                           : BitWidth(t) == 64 ? std::numeric_limits<int64_t>::min()
+                                               : -(int64_t{1} << (BitWidth(t) - 1));
       else v = std::uniform_int_distribution<int>(-9, 9)(rng);
       // Wrap to the element width.
       const int size = DTypeSize(t);

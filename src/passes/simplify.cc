@@ -497,10 +497,14 @@ NodeId GteOfTuple(const Node& n, Rewriter& rw) {
 }
 
 // reduce(x) over no dims => x; over dims of size 1 only => reshape(x)
-// (each result element is then the one element it reduces: the reference
-// combines elements, never an identity, with a non-empty input)
+// (each result element reduces one element: identity (op) x == x for
+// multiply (1), maximum (-inf, NaN kept), minimum (+inf), and, or, and
+// integer add. Not float add: a backend that starts sums from +0.0 turns a
+// lone -0.0 into +0.0, so whether sum({-0.0}) is -0.0 depends on the
+// implementation; the rule stays out of that question.)
 NodeId ReduceTrivial(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kReduce) return kNoMatch;
+  if (IsFloat(n.shape.dtype()) && n.attrs.GetString("to_apply") == "add") return kNoMatch;
   const NodeId x = In(n, rw, 0);
   const Shape& xs = rw.NewNode(x).shape;
   for (int64_t d : Ints(n, "dimensions")) {

@@ -740,19 +740,33 @@ graph main(%p0: f32[2,3,1]) {
 
 TEST(Simplify, ReduceTrivial) {
   ExpectSimplifies(R"(
-graph main(%p0: f32[2,1,3]) {
+graph main(%p0: f32[2,1,3], %p1: s32[1,2]) {
   %x = f32[2,1,3] parameter(0)
-  %a = f32[2,1,3] reduce(%x), dimensions={}, to_apply=add
-  %b = f32[2,3] reduce(%a), dimensions={1}, to_apply=add
-  ROOT (%b)
+  %y = s32[1,2] parameter(1)
+  %a = f32[2,1,3] reduce(%x), dimensions={}, to_apply=maximum
+  %b = f32[2,3] reduce(%a), dimensions={1}, to_apply=multiply
+  %c = s32[2] reduce(%y), dimensions={0}, to_apply=add
+  ROOT (%b, %c)
 })",
                    R"(
-graph main(%p0: f32[2,1,3]) {
+graph main(%p0: f32[2,1,3], %p1: s32[1,2]) {
   %x = f32[2,1,3] parameter(0)
+  %y = s32[1,2] parameter(1)
   %b = f32[2,3] reshape(%x)
-  ROOT (%b)
+  %c = s32[2] reshape(%y)
+  ROOT (%b, %c)
 })",
                    "reduce-trivial");
+}
+
+TEST(Simplify, ReduceTrivialFloatSumIsKept) {
+  // Whether sum({-0.0}) is -0.0 or +0.0 depends on the accumulator's start.
+  ExpectNotSimplified(R"(
+graph main(%p0: f32[2,1]) {
+  %x = f32[2,1] parameter(0)
+  %a = f32[2] reduce(%x), dimensions={1}, to_apply=add
+  ROOT (%a)
+})");
 }
 
 TEST(Simplify, GteOfTuple) {
