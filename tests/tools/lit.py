@@ -6,6 +6,7 @@
 Each test file holds one or more `// RUN: <command>` lines (a trailing `\\`
 continues the command on the next RUN line). In a command:
   %ember-opt, %ember-run   the tool binaries
+  %ember-example           ember-example, found beside ember-opt
   %s                       the test file
   FileCheck                tests/tools/filecheck.py (CHECK lines of the file)
   not CMD                  succeeds iff CMD exits with status 1 (the tools'
@@ -46,6 +47,7 @@ def main(argv):
         return 2
     opt, run, tests_dir = (os.path.abspath(a) for a in argv[1:4])
     name_filter = argv[4] if len(argv) > 4 else ""
+    example = os.path.join(os.path.dirname(opt), "ember-example")
     here = os.path.dirname(os.path.abspath(__file__))
     filecheck = "%s %s" % (shlex.quote(sys.executable), shlex.quote(os.path.join(here, "filecheck.py")))
     prelude = (
@@ -67,7 +69,8 @@ def main(argv):
             continue
         ok = True
         for cmd in cmds:
-            full = (cmd.replace("%ember-opt", shlex.quote(opt))
+            full = (cmd.replace("%ember-example", shlex.quote(example))
+                       .replace("%ember-opt", shlex.quote(opt))
                        .replace("%ember-run", shlex.quote(run))
                        .replace("%s", shlex.quote(path)))
             full = re.sub(r"\bFileCheck\b", lambda _: filecheck, full)
