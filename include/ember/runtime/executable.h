@@ -11,7 +11,9 @@
 //   kCopy      - copies one buffer into another: writes an output into a
 //                donated input's buffer, or snapshots a donated input that is
 //                also returned as an output before it is overwritten.
-// Each step declares the slots it reads and writes. Slots 0..P-1 hold the
+// Extern kernels are looked up when compiling (NotFound for an unknown
+// name); an executable keeps the kernel it found even if the name is later
+// registered again. Each step declares the slots it reads and writes. Slots 0..P-1 hold the
 // parameters; each value that crosses a step boundary has one slot.
 //
 // Donation: the graph's alias map (output o may overwrite parameter p) is
@@ -98,8 +100,8 @@ struct ExecuteOptions {
 class Executable {
  public:
   // args[i] is parameter i; shapes must match exactly (InvalidArgument).
-  // Returns one buffer per graph output. Errors from a step carry the step
-  // index and kind and the node that failed, keeping the step's status code.
+  // Returns one buffer per graph output. Errors from a step keep the step's
+  // status code and read `step K (<kind> [kernel]): <op> %<node>: <message>`.
   StatusOr<std::vector<BufferRef>> Run(const std::vector<BufferRef>& args,
                                        const ExecuteOptions& options = {}) const;
 
