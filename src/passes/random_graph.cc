@@ -226,7 +226,7 @@ class Generator {
   }
 
   NodeId BroadcastOp(NodeId a) {
-    const Shape& s = ShapeOf(a);
+    const Shape s = ShapeOf(a);  // a copy: adding nodes moves the builder's storage
     if (s.rank() >= o_.max_rank) return kInvalidNode;
     // Insert one new dim at a random position; size-1 operand dims may grow.
     const int pos = Uniform(0, s.rank());
@@ -273,7 +273,7 @@ class Generator {
   NodeId TransposeOp(NodeId a) { return b_.Transpose(a, RandomPermutation(ShapeOf(a).rank())); }
 
   NodeId SliceOp(NodeId a) {
-    const Shape& s = ShapeOf(a);
+    const Shape s = ShapeOf(a);  // a copy: adding nodes moves the builder's storage
     std::vector<int64_t> start, limit, stride;
     for (int i = 0; i < s.rank(); ++i) {
       const int d = static_cast<int>(s.dim(i));
@@ -287,7 +287,7 @@ class Generator {
   }
 
   NodeId ConcatOp(NodeId a) {
-    const Shape& s = ShapeOf(a);
+    const Shape s = ShapeOf(a);  // a copy: adding nodes moves the builder's storage
     if (s.rank() == 0) return kInvalidNode;
     const int dim = Uniform(0, s.rank() - 1);
     std::vector<NodeId> xs = {a};
@@ -311,7 +311,7 @@ class Generator {
   }
 
   NodeId PadOp(NodeId a) {
-    const Shape& s = ShapeOf(a);
+    const Shape s = ShapeOf(a);  // a copy: adding nodes moves the builder's storage
     std::vector<int64_t> lo, hi, interior;
     int64_t total = 1;
     for (int i = 0; i < s.rank(); ++i) {
@@ -346,6 +346,40 @@ class Generator {
                                     ReduceKind::kMinimum, ReduceKind::kAnd, ReduceKind::kOr};
     else kinds = {ReduceKind::kAdd, ReduceKind::kMultiply, ReduceKind::kMaximum, ReduceKind::kMinimum};
     return b_.Reduce(a, dims, Pick(kinds));
+  }
+
+  // clamp(lo, x, hi) with scalar or full-shape bounds.
+  NodeId ClampOp(NodeId x) {
+    const Shape s = ShapeOf(x);  // a copy: adding nodes moves the builder's storage
+    if (!IsNum(s.dtype())) return kInvalidNode;
+    auto bound = [&]() { return Chance(0.5) ? Const(Shape(s.dtype(), {}), true) : Partner(x); };
+    const NodeId lo = bound();
+    return b_.Clamp(lo, x, bound());
+  }
+
+  // dynamic-slice at constant in-range starts (an out-of-range start is a
+  // data error, never clamped).
+  NodeId DynamicSliceOp(NodeId x) {
+    const Shape s = ShapeOf(x);  // a copy: adding nodes moves the builder's storage
+    std::vector<NodeId> starts;
+    std::vector<int64_t> sizes;
+    for (int i = 0; i < s.rank(); ++i) {
+      const int size = Uniform(0, static_cast<int>(s.dim(i)));
+      sizes.push_back(size);
+      Literal start(Shape(DType::kS32, {}));
+      start.SetInt(0, Uniform(0, static_cast<int>(s.dim(i)) - size));
+      starts.push_back(b_.Constant(std::move(start)));
+    }
+    return b_.DynamicSlice(x, starts, sizes);
+  }
+
+  NodeId ArgOp(NodeId x) {
+    const Shape s = ShapeOf(x);  // a copy: adding nodes moves the builder's storage
+    if (s.rank() == 0 || IsPred(s.dtype())) return kInvalidNode;
+    const int dim = Uniform(0, s.rank() - 1);
+    if (s.dim(dim) == 0) return kInvalidNode;
+    const DType index_type = Chance(0.5) ? DType::kS32 : DType::kS64;
+    return Chance(0.5) ? b_.ArgMax(x, dim, index_type) : b_.ArgMin(x, dim, index_type);
   }
 
   NodeId IotaOp() {
@@ -497,8 +531,11 @@ class Generator {
     else if (w < 71) r = ConcatOp(Any());
     else if (w < 73) r = PadOp(Any());
     else if (w < 75) r = ReverseOp(Any());
-    else if (w < 79) r = ReduceOp(Any());
-    else if (w < 80) r = IotaOp();
+    else if (w < 78) r = ReduceOp(Any());
+    else if (w < 79) r = IotaOp();
+    else if (w < 80) r = Pick(std::vector<int>{0, 1, 2}) == 0 ? ClampOp(Any())
+                         : Chance(0.5)                         ? DynamicSliceOp(Any())
+                                                               : ArgOp(Any());
     else if (w < 82) r = o_.allow_dot ? DotOp() : kInvalidNode;
     else if (w < 83) r = o_.allow_rng ? RngOp() : kInvalidNode;
     else if (w < 85) r = o_.allow_barrier ? BarrierOp() : kInvalidNode;

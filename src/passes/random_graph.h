@@ -5,7 +5,8 @@
 // array has at most `max_elements` elements) over f32/s32/pred parameters
 // with a random mix of: elementwise unary and binary ops, compare, select,
 // convert (also to f64/s64/bf16/u8), broadcast-in-dim, reshape, transpose,
-// slice, concatenate, pad, reverse, reduce, iota, dot-general (sometimes),
+// slice, concatenate, pad, reverse, reduce, iota, clamp, dynamic-slice (at
+// in-range constant starts), argmax/argmin, tuple, dot-general (sometimes),
 // constants that make simplify's rules fire (0, -0, 1, -1, all-ones, true,
 // NaN, inf, often as a broadcast of a scalar), short patterns those rules
 // match (neg(neg(x)), transpose(transpose(x)), ...), exact duplicates of
