@@ -3,6 +3,7 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <torch/library.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -246,3 +247,29 @@ struct Registrar {
 bool in_bad_fork() { return g_bad_fork.load(); }
 
 }  // namespace ember_torch
+
+// ---------------------------------------------------------------- autocast
+// torch.autocast("ember"): the policy lists torch publishes for backends to reuse
+// (lower precision for matmul/conv/linear, fp32 for reductions, softmax, norms, losses).
+#include <ATen/autocast_mode.h>
+
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  using at::ScalarType;
+  using at::Tensor;
+  using at::IntArrayRef;
+  using at::Scalar;
+#define EMBER_AUTOCAST_LOWER(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define EMBER_AUTOCAST_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define EMBER_AUTOCAST_FP32_OPT(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+  AT_FORALL_LOWER_PRECISION_FP(EMBER_AUTOCAST_LOWER)
+  AT_FORALL_FP32(EMBER_AUTOCAST_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(EMBER_AUTOCAST_FP32_OPT)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+#undef EMBER_AUTOCAST_LOWER
+#undef EMBER_AUTOCAST_FP32
+#undef EMBER_AUTOCAST_FP32_OPT
+}

@@ -93,3 +93,35 @@ def test_batchnorm_conv_training():
         close(pm.grad, pr.grad, rtol=1e-4, atol=1e-5)
     close(m[1].running_mean, ref[1].running_mean)
     close(m[1].running_var, ref[1].running_var)
+
+
+def test_transformer_lm_training_matches_eager():
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+    ref = nn.ModuleList([nn.Embedding(50, 32),
+                         nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True),
+                         nn.Linear(32, 50)])
+    m = copy.deepcopy(ref).to(DEV)
+    opt_r = torch.optim.SGD(ref.parameters(), lr=0.1)
+    opt_m = torch.optim.SGD(m.parameters(), lr=0.1)
+    tok = torch.randint(0, 50, (4, 10))
+    mask = nn.Transformer.generate_square_subsequent_mask(10)
+
+    def loss_of(mod, t, mk):
+        h = mod[1](mod[0](t), src_mask=mk, is_causal=True)
+        return F.cross_entropy(mod[2](h).flatten(0, 1), t.flatten())
+
+    ember.metrics.clear()
+    losses = []
+    for _ in range(3):
+        for mod, opt, t, mk in [(ref, opt_r, tok, mask), (m, opt_m, tok.to(DEV), mask.to(DEV))]:
+            loss = loss_of(mod, t, mk)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss)
+    close(losses[-1], losses[-2].detach(), rtol=1e-4, atol=1e-4)
+    for a, b in zip(ref.parameters(), m.parameters()):
+        close(b, a.detach(), rtol=1e-4, atol=1e-4)
+    assert ember.metrics.counters()["fallbacks"] == {}

@@ -102,3 +102,17 @@ def test_out_of_memory_is_an_exception():
     with pytest.raises(RuntimeError, match="memory"):
         y.cpu()
     close(z, torch.full((4096,), 2.0))
+
+
+def test_autocast_policies():
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    da, db = a.to(DEV), b.to(DEV)
+    with torch.autocast("ember", dtype=torch.bfloat16):
+        mm = da @ db
+        sm = torch.softmax(mm, dim=-1)
+        lin = torch.nn.functional.linear(da, db)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = a @ b
+    assert mm.dtype == torch.bfloat16 and lin.dtype == torch.bfloat16
+    assert sm.dtype == torch.float32
+    close(mm, ref)
