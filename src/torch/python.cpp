@@ -1,10 +1,12 @@
 // ember._C: Python bindings (pybind11 as shipped inside torch).
 #include <torch/extension.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/Generator.h>
 
 #include <ATen/FunctionalTensorWrapper.h>
 
 #include "bridge.h"
+#include "dtype_map.h"
 
 namespace py = pybind11;
 using namespace ember_torch;
@@ -159,6 +161,11 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator()));
   });
   m.def("is_in_bad_fork", &in_bad_fork);
+  m.def("ir_dtype", [](py::object dtype) {
+    // torch.dtype -> IR dtype name ("" when the IR has none; see dtype_map.h)
+    auto st = reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type;
+    return std::string(ir_dtype_name(st));
+  });
 
   // Introspection for tests and debugging.
   m.def("is_pending", [](const at::Tensor& t) {

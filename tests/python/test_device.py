@@ -205,3 +205,13 @@ def test_limited_dtypes_fail_at_users_line_like_eager(dtype):
             d + d
     else:
         close(d + d, ref)
+
+
+def test_dtype_map_policy():
+    m = ember._C.ir_dtype
+    assert m(torch.float32) == "f32" and m(torch.bfloat16) == "bf16" and m(torch.bool) == "pred"
+    assert m(torch.int64) == "s64" and m(torch.uint8) == "u8" and m(torch.uint32) == "u32"
+    assert m(torch.complex64) == "c64" and m(torch.complex128) == "c128"
+    assert m(torch.float8_e4m3fn) == "" and m(torch.quint8) == ""
+    z = torch.tensor([1 + 2j, 3 - 1j]).to(DEV)  # complex: carried and computed by externs
+    close(z * z.conj(), torch.tensor([1 + 2j, 3 - 1j]) * torch.tensor([1 - 2j, 3 + 1j]))
