@@ -95,6 +95,19 @@ StatusOr<Literal> EvalTupleOp(const Node& n, const eval::Operands& in) {
   }
 }
 
+// A fusion evaluates its body on the operand values; errors inside the body
+// name the body and its node.
+StatusOr<Literal> EvalFusion(const Node& n, const eval::Operands& in) {
+  if (!n.called) return eval::NodeInvalid(n, "fusion without a body graph");
+  auto r = Evaluate(*n.called, std::vector<const Literal*>(in.begin(), in.end()));
+  if (!r.ok()) {
+    return Status(r.status().code(),
+                  "in fusion body '" + n.called->name() + "': " + r.status().message());
+  }
+  if (r->size() != 1) return eval::NodeInvalid(n, "the body has ", r->size(), " outputs, expected 1");
+  return std::move((*r)[0]);
+}
+
 // Dispatch without re-checking shapes (the node belongs to a verified graph
 // or has been checked by EvaluateNode).
 StatusOr<Literal> Dispatch(const Node& n, const eval::Operands& in) {
@@ -129,6 +142,8 @@ StatusOr<Literal> Dispatch(const Node& n, const eval::Operands& in) {
         return EvalTupleOp(n, in);  // optimization-barrier: identity into a tuple
       case OpCategoryKind::kTuple:
         return EvalTupleOp(n, in);
+      case OpCategoryKind::kFusion:
+        return EvalFusion(n, in);
     }
     return EMBER_INTERNAL_ERROR("unknown op category for ", eval::NodeLabel(n));
   };
@@ -177,6 +192,10 @@ StatusOr<Literal> EvaluateNode(const Node& n, const std::vector<const Literal*>&
   if (*inferred != n.shape) {
     return eval::NodeInvalid(n, "node shape ", n.shape.ToString(), " but its operands give ",
                              inferred->ToString());
+  }
+  if (n.op == OpKind::kFusion) {
+    Status body = CheckFusionBody(shapes, n.called.get(), n.shape, n.attrs.GetString("kind"));
+    if (!body.ok()) return NameNode(n, body);
   }
   return Dispatch(n, operands);
 }

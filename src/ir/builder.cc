@@ -11,8 +11,11 @@ NodeId GraphBuilder::Fail(Status s) {
 
 NodeId GraphBuilder::AddNode(OpKind op, std::vector<NodeId> operands, Attrs attrs,
                              std::optional<Shape> declared,
-                             std::shared_ptr<const Literal> literal, std::string metadata) {
+                             std::shared_ptr<const Literal> literal, std::string metadata,
+                             std::shared_ptr<const Graph> called) {
   if (!status_.ok()) return kInvalidNode;
+  if (called && op != OpKind::kFusion)
+    return Fail(InvalidArgument(OpName(op), ": only a fusion may call a body graph"));
   std::vector<Shape> shapes;
   shapes.reserve(operands.size());
   for (NodeId id : operands) {
@@ -22,6 +25,10 @@ NodeId GraphBuilder::AddNode(OpKind op, std::vector<NodeId> operands, Attrs attr
   }
   auto shape = InferShape(op, shapes, attrs, declared, literal.get());
   if (!shape.ok()) return Fail(shape.status());
+  if (op == OpKind::kFusion) {
+    Status body_ok = CheckFusionBody(shapes, called.get(), *shape, attrs.GetString("kind"));
+    if (!body_ok.ok()) return Fail(body_ok);
+  }
   if (op == OpKind::kParameter) {
     int64_t index = attrs.GetInt("index", -1);
     if (index >= static_cast<int64_t>(g_.parameters_.size()))
@@ -38,12 +45,30 @@ NodeId GraphBuilder::AddNode(OpKind op, std::vector<NodeId> operands, Attrs attr
   n.attrs = std::move(attrs);
   n.literal = std::move(literal);
   n.metadata = std::move(metadata);
+  n.called = std::move(called);
   g_.nodes_.push_back(std::move(n));
   return g_.nodes_.back().id;
 }
 
 NodeId GraphBuilder::AddNodeLike(const Node& n, std::vector<NodeId> operands) {
-  return AddNode(n.op, std::move(operands), n.attrs, n.shape, n.literal, n.metadata);
+  return AddNode(n.op, std::move(operands), n.attrs, n.shape, n.literal, n.metadata, n.called);
+}
+
+NodeId GraphBuilder::Fusion(std::vector<NodeId> operands, std::shared_ptr<const Graph> body,
+                            FusionKind kind) {
+  if (!status_.ok()) return kInvalidNode;
+  if (!body) return Fail(InvalidArgument("fusion: the body graph is null"));
+  if (body->outputs().size() != 1)
+    return Fail(InvalidArgument("fusion: the body '", body->name(), "' has ",
+                                body->outputs().size(),
+                                " outputs; a fusion body has exactly one"));
+  NodeId out = body->outputs()[0];
+  if (out < 0 || out >= body->num_nodes())
+    return Fail(InvalidArgument("fusion: the body's output is not a node"));
+  Shape result = body->node(out).shape;
+  return AddNode(OpKind::kFusion, std::move(operands),
+                 {{"kind", std::string(FusionKindName(kind))}}, std::move(result), nullptr, "",
+                 std::move(body));
 }
 
 NodeId GraphBuilder::Parameter(int64_t index, Shape shape) {

@@ -109,6 +109,69 @@ std::optional<ComparisonKind> ParseComparisonKind(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view FusionKindName(FusionKind k) {
+  switch (k) {
+    case FusionKind::kLoop: return "loop";
+    case FusionKind::kInput: return "input";
+  }
+  return "?";
+}
+
+std::optional<FusionKind> ParseFusionKind(std::string_view s) {
+  if (s == "loop") return FusionKind::kLoop;
+  if (s == "input") return FusionKind::kInput;
+  return std::nullopt;
+}
+
+namespace {
+
+// Whether `g` (or a body it calls) contains a reduction op.
+bool ContainsReduction(const Graph& g, int depth) {
+  for (const Node& n : g.nodes()) {
+    if (OpCategory(n.op) == OpCategoryKind::kReduction) return true;
+    if (n.called && depth < 64 && ContainsReduction(*n.called, depth + 1)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status CheckFusionBody(const std::vector<Shape>& operands, const Graph* body,
+                       const Shape& result, const std::string& kind) {
+  if (!body) return InvalidArgument("fusion: missing body graph (calls=...)");
+  const std::string who = "fusion calling '" + body->name() + "': ";
+  if (body->parameters().size() != operands.size())
+    return InvalidArgument(who, "the body takes ", body->parameters().size(),
+                           " parameters but the fusion has ", operands.size(), " operands");
+  for (size_t i = 0; i < operands.size(); ++i) {
+    NodeId p = body->parameters()[i];
+    if (p < 0 || p >= body->num_nodes())
+      return InvalidArgument(who, "body parameter ", i, " is missing");
+    if (body->node(p).shape != operands[i])
+      return InvalidArgument(who, "operand ", i, " has shape ", operands[i].ToString(),
+                             " but body parameter ", i, " is ", body->node(p).shape.ToString());
+  }
+  if (body->outputs().size() != 1)
+    return InvalidArgument(who, "the body has ", body->outputs().size(),
+                           " outputs; a fusion body has exactly one (multi-output fusion is "
+                           "not supported)");
+  NodeId out = body->outputs()[0];
+  if (out < 0 || out >= body->num_nodes())
+    return InvalidArgument(who, "the body's output is not a node");
+  if (body->node(out).shape != result)
+    return InvalidArgument(who, "result ", result.ToString(), " differs from the body's output ",
+                           body->node(out).shape.ToString());
+  if (!body->aliases().empty()) return InvalidArgument(who, "a fusion body may not alias");
+  auto k = ParseFusionKind(kind);
+  if (!k) return InvalidArgument(who, "kind '", kind, "' is not loop or input");
+  bool reduces = ContainsReduction(*body, 0);
+  if (*k == FusionKind::kLoop && reduces)
+    return InvalidArgument(who, "kind=loop but the body contains a reduction (use kind=input)");
+  if (*k == FusionKind::kInput && !reduces)
+    return InvalidArgument(who, "kind=input but the body contains no reduction (use kind=loop)");
+  return OkStatus();
+}
+
 std::vector<std::vector<NodeId>> Graph::ComputeUsers() const {
   std::vector<std::vector<NodeId>> users(nodes_.size());
   for (const Node& n : nodes_) {
@@ -120,7 +183,21 @@ std::vector<std::vector<NodeId>> Graph::ComputeUsers() const {
   return users;
 }
 
+namespace {
+Status VerifyImpl(const Graph& g, std::set<const Graph*>& verified, int depth);
+}  // namespace
+
 Status Verify(const Graph& g) {
+  std::set<const Graph*> verified;
+  return VerifyImpl(g, verified, 0);
+}
+
+namespace {
+
+// `verified` holds bodies already checked (a body shared by many fusions is
+// verified once); `depth` bounds the nesting of bodies.
+Status VerifyImpl(const Graph& g, std::set<const Graph*>& verified, int depth) {
+  if (depth > 64) return InvalidArgument("graph '", g.name(), "': fusion bodies nested more than 64 deep");
   std::vector<int> param_seen(g.parameters().size(), 0);
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
@@ -139,6 +216,19 @@ Status Verify(const Graph& g) {
     if (*inferred != n.shape)
       return InvalidArgument(OpName(n.op), " %", n.id, ": result shape ", n.shape.ToString(),
                              " differs from inferred ", inferred->ToString());
+    if (n.called && n.op != OpKind::kFusion)
+      return InvalidArgument(OpName(n.op), " %", n.id, ": only a fusion may call a body graph");
+    if (n.op == OpKind::kFusion) {
+      Status s = CheckFusionBody(operand_shapes, n.called.get(), n.shape, n.attrs.GetString("kind"));
+      if (!s.ok()) return InvalidArgument("fusion %", n.id, ": ", s.message());
+      if (verified.insert(n.called.get()).second) {
+        Status b = VerifyImpl(*n.called, verified, depth + 1);
+        if (!b.ok()) {
+          verified.erase(n.called.get());
+          return InvalidArgument("fusion %", n.id, " body '", n.called->name(), "': ", b.message());
+        }
+      }
+    }
     if (n.op == OpKind::kParameter) {
       int64_t idx = n.attrs.GetInt("index", -1);
       if (idx < 0 || idx >= static_cast<int64_t>(param_seen.size()) || g.parameters()[idx] != n.id)
@@ -169,5 +259,7 @@ Status Verify(const Graph& g) {
   }
   return OkStatus();
 }
+
+}  // namespace
 
 }  // namespace ember

@@ -12,7 +12,8 @@
 // Hashed: per node (in node order) op, result shape, operand ids, attributes
 // (name, type and value), constant literal (shape and bytes); then the
 // parameter list, the outputs in order and the alias map. Not hashed: the
-// graph's name, Node::metadata, parameter values (not in the graph). Float
+// graph's name, Node::metadata, the names of fusion bodies (a fusion hashes
+// its body's structural hash, recursively), parameter values (not in the graph). Float
 // bytes are canonicalized so that every NaN of one sign hashes alike,
 // because the text form prints them alike (`nan` / `-nan`); pred bytes
 // hash as 0/1 for the same reason.
@@ -20,6 +21,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 namespace ember {
 namespace {
@@ -53,6 +55,7 @@ enum Tag : uint64_t {
   kTagParameters,
   kTagOutputs,
   kTagAliases,
+  kTagCalled,  // a fusion's body: its structural hash (never its name)
 };
 
 class Hasher {
@@ -220,7 +223,11 @@ std::string Hash128::ToString() const {
   return s;
 }
 
-Hash128 HashGraph(const Graph& g) {
+namespace {
+
+// `memo` holds the hash of each body already hashed, so a body shared by many
+// fusions is hashed once.
+Hash128 HashGraphImpl(const Graph& g, std::map<const Graph*, Hash128>& memo) {
   Hasher h;
   h.Word(kTagGraph);
   h.Word(g.nodes().size());
@@ -237,6 +244,13 @@ Hash128 HashGraph(const Graph& g) {
     } else {
       h.Word(kTagLiteralNone);
     }
+    if (n.called) {
+      auto it = memo.find(n.called.get());
+      if (it == memo.end()) it = memo.emplace(n.called.get(), HashGraphImpl(*n.called, memo)).first;
+      h.Word(kTagCalled);
+      h.Word(it->second.lo);
+      h.Word(it->second.hi);
+    }
   }
   h.Word(kTagParameters);
   h.Word(g.parameters().size());
@@ -251,6 +265,13 @@ Hash128 HashGraph(const Graph& g) {
     h.Int(p);
   }
   return h.Finish();
+}
+
+}  // namespace
+
+Hash128 HashGraph(const Graph& g) {
+  std::map<const Graph*, Hash128> memo;
+  return HashGraphImpl(g, memo);
 }
 
 }  // namespace ember

@@ -488,6 +488,19 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       return Shape::Tuple(ops);
     }
+    case OpCategoryKind::kFusion: {
+      // The body carries the rule (CheckFusionBody, run by the builder and
+      // Verify); here only the attributes and the declared result.
+      EMBER_RETURN_IF_ERROR(c.AllArrays());
+      std::string kind;
+      EMBER_RETURN_IF_ERROR(c.Str("kind", &kind));
+      if (!ParseFusionKind(kind)) return c.Error("kind '", kind, "' is not loop or input");
+      for (const auto& [key, value] : attrs.map())
+        if (key != "kind") return c.Error("unexpected attribute '", key, "'");
+      if (!declared) return c.Error("a fusion's result shape comes from its body");
+      if (declared->is_tuple()) return c.Error("a fusion has one array result");
+      return *declared;
+    }
     case OpCategoryKind::kTuple: {
       if (op == OpKind::kTuple) {
         EMBER_RETURN_IF_ERROR(c.AllArrays());
@@ -626,7 +639,7 @@ bool DeclaredIsResult(OpKind op) {
   switch (op) {
     case OpKind::kParameter: case OpKind::kIota: case OpKind::kRngUniform:
     case OpKind::kRngNormal: case OpKind::kConvert: case OpKind::kReshape:
-    case OpKind::kBroadcastInDim: case OpKind::kCustomCall:
+    case OpKind::kBroadcastInDim: case OpKind::kCustomCall: case OpKind::kFusion:
       return true;
     default:
       return false;

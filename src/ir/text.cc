@@ -3,6 +3,7 @@
 // Grammar (whitespace and newlines separate tokens; `//` starts a comment
 // that runs to the end of the line):
 //
+//   file       := graph+                     // entry first, then called bodies
 //   graph      := 'graph' gname '(' [param (',' param)*] ')' '{'
 //                   instr* root [alias] '}'
 //   gname      := IDENT | STRING
@@ -39,6 +40,17 @@
 // \r and other control bytes escaped; the parser drops one leading space
 // and undoes the escapes. Comments anywhere else are ignored.
 //
+// Fusion: `%2 = f32[8] fusion(%0, %1), calls=NAME, kind=loop` calls the
+// graph block named NAME (an IDENT or STRING). `calls` is not stored as an
+// attribute: it becomes Node::called. The printer writes the entry graph,
+// then every called body once (deduplicated by pointer) in order of first
+// use, separated by blank lines, making names unique (".1", ".2" suffixes).
+// The parser reads every block (bodies may appear in any order, before or
+// after their users; each is built on first use), rejects repeated graph
+// names, calls of undefined graphs, cycles of calls and nesting deeper than
+// 64 with a line:column error, and returns the first graph; blocks that no
+// one calls are checked and dropped.
+//
 // Canonical form (what PrintGraph writes): two-space indent, one instruction
 // per line, nodes named %0..%N-1 in node order, header parameters %p0..,
 // `ROOT (...)` always parenthesized, `ALIAS {o: p, ...}` only when the alias
@@ -59,6 +71,8 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
+#include <set>
 #include <unordered_map>
 
 #include "ember/ir/builder.h"
@@ -145,7 +159,14 @@ void PrintLiteralValues(const Literal& lit, std::string& out) {
   out += '}';
 }
 
-void PrintNode(const Node& n, std::string& out) {
+// Printed name of each graph in a file (entry and called bodies).
+using GraphNames = std::unordered_map<const Graph*, std::string>;
+
+void PrintGraphName(const std::string& name, std::string& out) {
+  out += IsBareIdent(name) ? name : text_internal::QuoteString(name);
+}
+
+void PrintNode(const Node& n, const GraphNames& names, std::string& out) {
   out += "  %";
   out += std::to_string(n.id);
   out += " = ";
@@ -169,6 +190,11 @@ void PrintNode(const Node& n, std::string& out) {
     out += std::to_string(n.operands[i]);
   }
   out += ')';
+  if (n.called) {
+    auto it = names.find(n.called.get());
+    out += ", calls=";
+    PrintGraphName(it != names.end() ? it->second : n.called->name(), out);
+  }
   for (const auto& [key, value] : n.attrs.map()) {
     if (index_in_parens && key == "index") continue;
     out += ", ";
@@ -266,10 +292,29 @@ struct HeaderParam {
   int line, col;
 };
 
+// Every `graph` block of a file, and the graphs built from them so far.
+// Bodies are built on first use (recursively), so a file may list them in
+// any order; `state` detects cycles of calls.
+struct Module {
+  struct Block {
+    size_t start = 0;  // token index of 'graph'
+    size_t end = 0;    // token index just past its closing '}'
+    std::string name;
+  };
+  std::vector<Token> toks;
+  std::vector<Block> blocks;
+  std::unordered_map<std::string, size_t> by_name;  // first definition
+  std::vector<int> state;                           // 0 unbuilt, 1 building, 2 built
+  std::vector<std::shared_ptr<Graph>> built;
+};
+
+StatusOr<std::shared_ptr<Graph>> BuildBlock(Module& m, size_t index, int depth);
+
 class Parser {
  public:
-  explicit Parser(std::vector<Token> toks) : toks_(std::move(toks)) {
-    names_.reserve(toks_.size() / 8);
+  Parser(Module& m, size_t start, size_t end, int depth)
+      : module_(m), toks_(m.toks), pos_(start), end_(end), depth_(depth) {
+    names_.reserve((end - start) / 8);
   }
 
   StatusOr<Graph> Run() {
@@ -300,8 +345,9 @@ class Parser {
       EMBER_RETURN_IF_ERROR(ParseAlias());
     }
     EMBER_RETURN_IF_ERROR(Expect(TokKind::kRBrace, "'}' to close the graph"));
-    if (Peek().kind != TokKind::kEnd) {
-      return Err(Peek(), "expected end of input after the graph, got ", DescribeToken(Peek()));
+    if (SkipComments(pos_) < end_ && Peek().kind != TokKind::kEnd) {
+      return Err(Peek(), "expected end of input or another 'graph' after the graph, got ",
+                 DescribeToken(Peek()));
     }
     auto built = builder_->Build();
     if (!built.ok()) return Wrap(root_tok, built.status());
@@ -546,6 +592,7 @@ class Parser {
       }
       Next();
       EMBER_RETURN_IF_ERROR(Expect(TokKind::kEquals, "'=' after the attribute name"));
+      if (key.text == "calls") calls_tok_ = &Peek();
       EMBER_ASSIGN_OR_RETURN(AttrValue v, ParseAttrValue());
       if (attrs.Has(key.text)) return Err(key, "duplicate attribute '", key.text, "'");
       attrs.Set(key.text, std::move(v));
@@ -756,7 +803,17 @@ class Parser {
       EMBER_ASSIGN_OR_RETURN(operands,
                              ParseNameList(TokKind::kRParen, "',' or ')' after operands"));
     }
+    calls_tok_ = nullptr;
     EMBER_RETURN_IF_ERROR(ParseAttrs(attrs));
+    std::shared_ptr<const Graph> called;
+    if (*op == OpKind::kFusion) {
+      const AttrValue* calls = attrs.Find("calls");
+      if (!calls || !calls_tok_ || !std::holds_alternative<std::string>(*calls)) {
+        return Err(calls_tok_ ? *calls_tok_ : op_tok, "a fusion needs calls=GRAPH_NAME");
+      }
+      EMBER_ASSIGN_OR_RETURN(called, ResolveCall(*calls_tok_, std::get<std::string>(*calls)));
+      attrs.Erase("calls");
+    }
     std::string metadata;
     if (pos_ < toks_.size() && toks_[pos_].kind == TokKind::kComment &&
         toks_[pos_].line == last_line_) {
@@ -766,7 +823,7 @@ class Parser {
       ++pos_;
     }
     NodeId id = builder_->AddNode(*op, std::move(operands), std::move(attrs), shape,
-                                  std::move(literal), std::move(metadata));
+                                  std::move(literal), std::move(metadata), std::move(called));
     if (id == kInvalidNode) {
       Status s = builder_->status();
       if (s.ok()) s = InvalidArgument("the builder rejected this instruction");
@@ -821,8 +878,32 @@ class Parser {
     return Expect(TokKind::kRBrace, "',' or '}' in the alias map");
   }
 
-  std::vector<Token> toks_;
+  // The body named by `calls=NAME` (at token `at`), built on first use.
+  StatusOr<std::shared_ptr<const Graph>> ResolveCall(const Token& at, const std::string& name) {
+    auto it = module_.by_name.find(name);
+    if (it == module_.by_name.end()) {
+      return Err(at, "fusion calls undefined graph '", name, "'");
+    }
+    const size_t index = it->second;
+    if (module_.state[index] == 1) {
+      return Err(at, "fusion calls graph '", name, "', which is being defined: cycle of calls");
+    }
+    if (module_.state[index] == 0) {
+      if (depth_ >= kMaxNesting) {
+        return Err(at, "fusion bodies nested more than ", kMaxNesting, " deep");
+      }
+      EMBER_ASSIGN_OR_RETURN(auto g, BuildBlock(module_, index, depth_ + 1));
+      (void)g;
+    }
+    return std::shared_ptr<const Graph>(module_.built[index]);
+  }
+
+  Module& module_;
+  const std::vector<Token>& toks_;
   size_t pos_ = 0;
+  size_t end_ = 0;
+  int depth_ = 0;
+  const Token* calls_tok_ = nullptr;
   int last_line_ = 0;
   std::optional<GraphBuilder> builder_;
   std::unordered_map<std::string, NodeId> names_;
@@ -831,11 +912,74 @@ class Parser {
   size_t num_outputs_ = 0;
 };
 
-}  // namespace
+StatusOr<std::shared_ptr<Graph>> BuildBlock(Module& m, size_t index, int depth) {
+  m.state[index] = 1;
+  const Module::Block& b = m.blocks[index];
+  auto g = Parser(m, b.start, b.end, depth).Run();
+  if (!g.ok()) return g.status();
+  m.built[index] = std::make_shared<Graph>(std::move(g).value());
+  m.state[index] = 2;
+  return m.built[index];
+}
 
-std::string PrintGraph(const Graph& g) {
-  std::string out = "graph ";
-  out += IsBareIdent(g.name()) ? g.name() : text_internal::QuoteString(g.name());
+// Splits the token stream into `graph` blocks (by brace matching; an
+// unterminated block runs to the end, where its parser reports the error).
+// A stray top-level token or a repeated graph name is `deferred`: reported
+// only if every block parses, so errors come in file order.
+void SplitBlocks(Module& m, Status& deferred) {
+  const auto& toks = m.toks;
+  auto skip = [&](size_t p) {
+    while (p < toks.size() && toks[p].kind == TokKind::kComment) ++p;
+    return p < toks.size() ? p : toks.size() - 1;
+  };
+  size_t p = skip(0);
+  while (true) {
+    const Token& t = toks[p];
+    if (t.kind == TokKind::kEnd && !m.blocks.empty()) return;
+    if (!(t.kind == TokKind::kIdent && t.text == "graph")) {
+      if (m.blocks.empty()) {
+        // Let the block parser report the bad start.
+        m.blocks.push_back({p, toks.size() - 1, ""});
+      } else if (deferred.ok()) {
+        deferred = InvalidArgument(Where(t.line, t.col),
+                                   "expected end of input or another 'graph' after the graph, got ",
+                                   DescribeToken(t));
+      }
+      return;
+    }
+    Module::Block b;
+    b.start = p;
+    size_t q = skip(p + 1);
+    if (toks[q].kind == TokKind::kIdent || toks[q].kind == TokKind::kString) {
+      b.name = toks[q].text;
+      if (m.by_name.count(b.name)) {
+        if (deferred.ok()) {
+          deferred = InvalidArgument(Where(toks[q].line, toks[q].col), "graph name '", b.name,
+                                     "' is defined twice; names must be unique in a file");
+        }
+      } else {
+        m.by_name[b.name] = m.blocks.size();
+      }
+    }
+    while (toks[q].kind != TokKind::kEnd && toks[q].kind != TokKind::kLBrace) ++q;
+    int depth = 0;
+    for (; toks[q].kind != TokKind::kEnd; ++q) {
+      if (toks[q].kind == TokKind::kLBrace) ++depth;
+      if (toks[q].kind == TokKind::kRBrace && --depth == 0) {
+        ++q;
+        break;
+      }
+    }
+    b.end = q;
+    m.blocks.push_back(std::move(b));
+    if (q >= toks.size() || toks[q].kind == TokKind::kEnd) return;
+    p = skip(q);
+  }
+}
+
+void PrintOneGraph(const Graph& g, const GraphNames& names, std::string& out) {
+  out += "graph ";
+  PrintGraphName(names.at(&g), out);
   out += '(';
   for (size_t i = 0; i < g.parameters().size(); ++i) {
     if (i) out += ", ";
@@ -846,7 +990,7 @@ std::string PrintGraph(const Graph& g) {
     out += id >= 0 && id < g.num_nodes() ? g.node(id).shape.ToString() : "?";
   }
   out += ") {\n";
-  for (const Node& n : g.nodes()) PrintNode(n, out);
+  for (const Node& n : g.nodes()) PrintNode(n, names, out);
   out += "  ROOT (";
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     if (i) out += ", ";
@@ -867,12 +1011,52 @@ std::string PrintGraph(const Graph& g) {
     out += "}\n";
   }
   out += "}\n";
+}
+
+}  // namespace
+
+std::string PrintGraph(const Graph& g) {
+  // The entry graph, then each called body once, in order of first use, with
+  // names made unique (a repeated name gets a ".1", ".2", ... suffix).
+  std::vector<const Graph*> order = {&g};
+  GraphNames names = {{&g, g.name()}};
+  std::set<std::string> used = {g.name()};
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (const Node& n : order[i]->nodes()) {
+      if (!n.called || names.count(n.called.get())) continue;
+      std::string base = n.called->name().empty() ? std::string("body") : n.called->name();
+      std::string name = base;
+      for (int k = 1; used.count(name); ++k) name = base + "." + std::to_string(k);
+      used.insert(name);
+      names[n.called.get()] = name;
+      order.push_back(n.called.get());
+    }
+  }
+  std::string out;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i) out += '\n';
+    PrintOneGraph(*order[i], names, out);
+  }
   return out;
 }
 
 StatusOr<Graph> ParseGraph(std::string_view text) {
-  EMBER_ASSIGN_OR_RETURN(std::vector<Token> toks, text_internal::Tokenize(text));
-  return Parser(std::move(toks)).Run();
+  Module m;
+  EMBER_ASSIGN_OR_RETURN(m.toks, text_internal::Tokenize(text));
+  Status deferred;
+  SplitBlocks(m, deferred);
+  m.state.assign(m.blocks.size(), 0);
+  m.built.resize(m.blocks.size());
+  // The entry graph first (its bodies on demand), then any graph no one
+  // called yet, so every block is checked; uncalled graphs are dropped.
+  for (size_t i = 0; i < m.blocks.size(); ++i) {
+    if (m.state[i] == 0) EMBER_RETURN_IF_ERROR(BuildBlock(m, i, 0).status());
+  }
+  EMBER_RETURN_IF_ERROR(deferred);
+  std::shared_ptr<Graph> entry = std::move(m.built[0]);
+  m.built.clear();
+  if (entry.use_count() == 1) return std::move(*entry);
+  return Graph(*entry);
 }
 
 }  // namespace ember

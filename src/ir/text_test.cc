@@ -183,6 +183,18 @@ StatusOr<Graph> BuildOpGraph(OpKind op) {
       outs = {b.GetTupleElement(t, 0), b.GetTupleElement(t, 1)};
       break;
     }
+    case OpKind::kFusion: {
+      GraphBuilder body("fused_exp_add");
+      NodeId p0 = body.Parameter(0, kF23);
+      body.SetOutputs({body.Add(body.Exp(p0), body.Parameter(1, kF23))});
+      auto bg = body.Build();
+      if (!bg.ok()) return bg.status();
+      auto shared = std::make_shared<const Graph>(std::move(bg).value());
+      NodeId x = b.Parameter(0, kF23);
+      NodeId f = b.Fusion({x, x}, shared, FusionKind::kLoop);
+      outs = {b.Fusion({f, x}, shared, FusionKind::kLoop)};
+      break;
+    }
     case OpKind::kTuple:
     case OpKind::kGetTupleElement: {
       NodeId x = b.Parameter(0, kF23);

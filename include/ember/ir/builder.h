@@ -66,8 +66,10 @@ class GraphBuilder {
   // ---- generic entry point (parser and passes use it) ----
   NodeId AddNode(OpKind op, std::vector<NodeId> operands, Attrs attrs = {},
                  std::optional<Shape> declared = std::nullopt,
-                 std::shared_ptr<const Literal> literal = nullptr, std::string metadata = "");
-  // Adds a copy of `n` (op, attributes, literal, shape, metadata) over new operands.
+                 std::shared_ptr<const Literal> literal = nullptr, std::string metadata = "",
+                 std::shared_ptr<const Graph> called = nullptr);
+  // Adds a copy of `n` (op, attributes, literal, called body, shape, metadata)
+  // over new operands.
   NodeId AddNodeLike(const Node& n, std::vector<NodeId> operands);
 
   // ---- leaves ----
@@ -141,6 +143,12 @@ class GraphBuilder {
   NodeId OptimizationBarrier(std::vector<NodeId> xs);  // result: tuple of operand shapes
   NodeId Tuple(std::vector<NodeId> xs);
   NodeId GetTupleElement(NodeId t, int64_t index);
+
+  // ---- fusion ----
+  // Calls `body` on `operands` (attribute kind=loop|input). Operand shapes
+  // must equal the body's parameter shapes in order; the body has exactly one
+  // output, whose shape is the result (multi-output fusion: a later tier).
+  NodeId Fusion(std::vector<NodeId> operands, std::shared_ptr<const Graph> body, FusionKind kind);
 
   // ---- graph interface ----
   void SetOutputs(std::vector<NodeId> outputs);

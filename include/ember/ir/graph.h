@@ -70,6 +70,14 @@ enum class ComparisonKind : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
 std::string_view ComparisonKindName(ComparisonKind k);  // "EQ", "NE", ...
 std::optional<ComparisonKind> ParseComparisonKind(std::string_view s);
 
+class Graph;
+
+// fusion's `kind` attribute: `loop` bodies hold only elementwise and data
+// movement ops; `input` bodies contain a reduce (fed by elementwise producers).
+enum class FusionKind : uint8_t { kLoop, kInput };
+std::string_view FusionKindName(FusionKind k);  // "loop", "input"
+std::optional<FusionKind> ParseFusionKind(std::string_view s);
+
 struct Node {
   NodeId id = kInvalidNode;
   OpKind op = OpKind::kParameter;
@@ -78,6 +86,9 @@ struct Node {
   Attrs attrs;
   std::shared_ptr<const Literal> literal;  // constant only
   std::string metadata;                    // free text (e.g. source line); not hashed
+  // fusion only: the body graph it calls (shared, immutable). Its parameters
+  // take the operands in order; its single output is the result.
+  std::shared_ptr<const Graph> called;
 };
 
 class Graph {
@@ -108,7 +119,17 @@ class Graph {
 
 // Checks every invariant a pass must preserve: operands precede users, result
 // shapes equal what shape inference gives, parameters numbered 0..n-1 once
-// each, outputs valid, aliases between equal shapes. InvalidArgument on failure.
+// each, outputs valid, aliases between equal shapes, and for every fusion
+// (recursively) that its body is valid and matches it (CheckFusionBody).
+// InvalidArgument on failure.
 Status Verify(const Graph& g);
+
+// The fusion shape rule: `body` is non-null, its parameter shapes equal
+// `operands` in order, it has exactly one output whose shape is `result`
+// (multi-output fusion is a later tier), and `kind` agrees with it (`loop`:
+// no reduction op in the body, `input`: at least one reduce). Does not
+// verify the body itself. InvalidArgument naming the mismatch.
+Status CheckFusionBody(const std::vector<Shape>& operands, const Graph* body,
+                       const Shape& result, const std::string& kind);
 
 }  // namespace ember

@@ -23,6 +23,7 @@ enum class OpCategoryKind : uint8_t {
   kIndexing,        // gather, scatter
   kOpaque,          // custom-call, optimization-barrier
   kTuple,           // tuple, get-tuple-element
+  kFusion,          // fusion: calls a body graph (Node::called)
 };
 
 // V(enumerator, text name, category)
@@ -89,7 +90,8 @@ enum class OpCategoryKind : uint8_t {
   V(kCustomCall, "custom-call", kOpaque)                           \
   V(kOptimizationBarrier, "optimization-barrier", kOpaque)         \
   V(kTuple, "tuple", kTuple)                                       \
-  V(kGetTupleElement, "get-tuple-element", kTuple)
+  V(kGetTupleElement, "get-tuple-element", kTuple)                 \
+  V(kFusion, "fusion", kFusion)
 
 enum class OpKind : uint8_t {
 #define EMBER_OP_ENUM(e, name, cat) e,
@@ -112,9 +114,12 @@ inline bool IsElementwise(OpKind op) {
          c == OpCategoryKind::kElementwiseOther;
 }
 inline bool IsRng(OpKind op) { return OpCategory(op) == OpCategoryKind::kRng; }
-// Ops no pass may merge, fold, duplicate or move values across.
+// Ops no pass may merge, fold, duplicate or move values across. A fusion is
+// opaque too: simplify, cse and constant-folding leave it alone (dce may
+// still remove a dead one; the fusion pass creates them).
 inline bool IsOpaqueToPasses(OpKind op) {
-  return IsRng(op) || op == OpKind::kOptimizationBarrier || op == OpKind::kCustomCall;
+  return IsRng(op) || op == OpKind::kOptimizationBarrier || op == OpKind::kCustomCall ||
+         op == OpKind::kFusion;
 }
 
 }  // namespace ember
