@@ -226,6 +226,29 @@ struct Executable {
   std::vector<int> output_slots;
 };
 
+// `.out` kernels that resize their output internally (e.g. mse_loss.out computes into
+// `out` at another shape first) warn about the resize; such overloads are dropped.
+std::mutex g_bad_out_mu;
+std::unordered_set<const c10::FunctionSchema*> g_bad_out;
+
+bool out_overload_ok(const c10::OperatorHandle& h) {
+  std::lock_guard<std::mutex> l(g_bad_out_mu);
+  return !g_bad_out.count(&h.schema());
+}
+
+struct ResizeWarningFilter : c10::WarningHandler {
+  c10::WarningHandler* prev;
+  bool resized = false;
+  explicit ResizeWarningFilter(c10::WarningHandler* p) : prev(p) {}
+  void process(const c10::Warning& w) override {
+    if (w.msg().find("was resized since it had shape") != std::string::npos) {
+      resized = true;
+      return;
+    }
+    if (prev) prev->process(w);
+  }
+};
+
 std::optional<c10::OperatorHandle> find_out_overload(const c10::OperatorHandle& op, const Node& n) {
   const auto& s = op.schema();
   if (!n.written.empty()) return std::nullopt;
@@ -257,6 +280,7 @@ std::optional<c10::OperatorHandle> find_out_overload(const c10::OperatorHandle& 
     }
     if (!ok) continue;
     if (!h->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
+    if (!out_overload_ok(*h)) continue;
     return h;
   }
   return std::nullopt;
@@ -717,13 +741,22 @@ void sync(const std::string& reason) {
           gen.set_state(*s);
         }
       } restore_rng{saved_rng};
-      if (st.out_op) {
+      bool use_out = st.out_op.has_value() && out_overload_ok(*st.out_op);
+      if (use_out) {
         std::vector<at::Tensor> outs;
         for (const auto& m : st.out_metas) {
           outs.push_back(alloc_buffer(m.sizes, m.strides, m.dtype, m.offset));
           stack.emplace_back(outs.back());
         }
-        st.out_op->callBoxed(&stack);
+        ResizeWarningFilter filter(c10::WarningUtils::get_warning_handler());
+        {
+          c10::WarningUtils::WarningHandlerGuard guard(&filter);
+          st.out_op->callBoxed(&stack);
+        }
+        if (filter.resized) {
+          std::lock_guard<std::mutex> l(g_bad_out_mu);
+          g_bad_out.insert(&st.out_op->schema());
+        }
         results = outs;
       } else {
         st.op.callBoxed(&stack);
