@@ -35,7 +35,7 @@ echo "[setup] installing Python requirements (torch==2.13.0 CPU, ...)"
 
 # ---- 3. build ----
 echo "[setup] building the compiler core (build/)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_BUILD_TOOLS=ON -DEMBER_BUILD_TESTS=ON >/dev/null
 ninja -C build -j"${EMBER_JOBS:-2}"
 if [[ -f pyproject.toml ]]; then
   echo "[setup] building and installing the ember Python package"

@@ -7,12 +7,12 @@ cd "$(dirname "$0")/.."
 JOBS=${EMBER_JOBS:-2}
 
 echo "== C++ tests (build/)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_BUILD_TOOLS=ON -DEMBER_BUILD_TESTS=ON >/dev/null
 ninja -C build -j"$JOBS"
 ctest --test-dir build --output-on-failure -j"$JOBS"
 
 echo "== C++ tests under ASan + UBSan (build-asan/)"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON -DEMBER_BUILD_TOOLS=ON -DEMBER_BUILD_TESTS=ON >/dev/null
 ninja -C build-asan -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 EMBER_FUZZ_GRAPHS=${EMBER_ASAN_FUZZ_GRAPHS:-150} \
   ctest --test-dir build-asan --output-on-failure -j"$JOBS"

@@ -1,6 +1,7 @@
 #include "ember/ir/literal.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <cstdio>
@@ -153,18 +154,16 @@ bool Literal::BitwiseEquals(const Literal& o) const {
 }
 
 namespace {
-// Shortest decimal that parses back to exactly `v` at the given precision.
+// Shortest decimal that parses back to exactly `v` at the element's precision
+// (std::to_chars picks the shortest of fixed and scientific forms).
 std::string FormatFloat(double v, bool single) {
   if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
   if (v == 0) return std::signbit(v) ? "-0" : "0";
   char buf[64];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof(buf), "%.*g", prec, v);
-    double back = std::strtod(buf, nullptr);
-    if (single ? static_cast<float>(back) == static_cast<float>(v) : back == v) break;
-  }
-  return buf;
+  auto res = single ? std::to_chars(buf, buf + sizeof(buf), static_cast<float>(v))
+                    : std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, res.ptr);
 }
 }  // namespace
 
