@@ -40,6 +40,7 @@ _C._init(
 
 from . import _device_module  # noqa: E402
 from . import config  # noqa: E402
+from . import data  # noqa: E402
 from . import metrics  # noqa: E402
 
 if _torch._C._get_privateuse1_backend_name() != "ember":
@@ -100,7 +101,7 @@ __all__ = [
     "device", "sync", "metrics", "config", "memory_allocated", "max_memory_allocated",
     "reset_peak_memory_stats", "manual_seed", "manual_seed_all", "seed", "initial_seed",
     "get_rng_state", "set_rng_state", "device_count", "is_available", "synchronize",
-    "pending_graph",
+    "pending_graph", "data",
 ]
 
 

@@ -664,7 +664,15 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
       }));
     }
   }
-  op.callBoxed(&cpu);
+  try {
+    op.callBoxed(&cpu);
+  } catch (const c10::NotImplementedError& e) {
+    // Name the op with the shapes and dtypes it was called with.
+    throw c10::NotImplementedError(
+        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+        "ember: " + describe_args(op, args) + " cannot run on ember (no Meta kernel, and the "
+        "CPU fallback failed): " + e.what_without_backtrace());
+  }
   for (auto& wp : written_pairs) {
     auto* impl = lazy_impl(wp.first);
     {

@@ -116,3 +116,14 @@ def test_autocast_policies():
     assert mm.dtype == torch.bfloat16 and lin.dtype == torch.bfloat16
     assert sm.dtype == torch.float32
     close(mm, ref)
+
+
+def test_device_loader_moves_nested_batches():
+    ds = TensorDataset(torch.arange(12.0).reshape(6, 2), torch.arange(6))
+    seen = []
+    for x, y in ember.data.DeviceLoader(DataLoader(ds, batch_size=2), DEV, prefetch=2):
+        assert x.device.type == "ember" and y.device.type == "ember"
+        seen.append((x * 2).sum().item())
+    assert seen == [12.0, 44.0, 76.0]
+    batches = list(ember.data.DeviceLoader([{"a": torch.ones(2), "b": [torch.zeros(1), 3]}]))
+    assert batches[0]["a"].device.type == "ember" and batches[0]["b"][1] == 3
