@@ -775,13 +775,16 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
     auto& spec = node->specs[i];
     const auto& type = schema.arguments()[i].type();
     auto k = base_kind(type);
+    const bool index_list = a.isOptionalTensorList();  // CPU indices are allowed, as in eager
     auto add_operand = [&](const at::Tensor& t) -> int {
       if (!t.defined()) return -1;
       if (lazy_impl(t)) {
         node->operands.push_back(value_of(t));
       } else {
-        TORCH_CHECK(t.device().type() == at::kCPU, "ember: ", schema.name(),
-                    " got a tensor on ", t.device(), "; expected ember tensors");
+        TORCH_CHECK(t.device().type() == at::kCPU && (t.dim() == 0 || index_list),
+                    "Expected all tensors to be on the same device, but found at least two "
+                    "devices, ember:0 and ", t.device(), "! (when checking argument '",
+                    schema.arguments()[i].name(), "' of ", schema.name(), ")");
         auto h = std::make_shared<Node>();
         h->kind = NodeKind::kHost;
         h->data = t.dim() == 0 ? t.clone() : t.clone(at::MemoryFormat::Preserve);

@@ -215,3 +215,13 @@ def test_dtype_map_policy():
     assert m(torch.float8_e4m3fn) == "" and m(torch.quint8) == ""
     z = torch.tensor([1 + 2j, 3 - 1j]).to(DEV)  # complex: carried and computed by externs
     close(z * z.conj(), torch.tensor([1 + 2j, 3 - 1j]) * torch.tensor([1 - 2j, 3 + 1j]))
+
+
+def test_mixed_devices_error_like_eager():
+    d = torch.ones(3).to(DEV)
+    with pytest.raises(RuntimeError, match="same device"):
+        d + torch.ones(3)
+    close(d + torch.tensor(2.0), torch.full((3,), 3.0))  # CPU scalars mix, as in eager
+    close(d[torch.tensor([0, 2])], torch.ones(2))         # CPU indices, as in eager
+    d[0:2] = torch.zeros(2)                               # host -> device copy into a slice
+    close(d, torch.tensor([0.0, 0.0, 1.0]))
