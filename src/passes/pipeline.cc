@@ -11,6 +11,7 @@
 #include "passes/constant_folding.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/fusion.h"
 #include "passes/simplify.h"
 
 namespace ember {
@@ -90,7 +91,7 @@ StatusOr<bool> Pipeline::Run(Graph& g) const {
   return any_changed;
 }
 
-std::vector<std::string> AllPassNames() { return {"simplify", "constant-folding", "cse", "dce"}; }
+std::vector<std::string> AllPassNames() { return {"simplify", "constant-folding", "cse", "dce", "fusion"}; }
 
 StatusOr<std::unique_ptr<Pass>> CreatePass(const std::string& name) {
   std::unique_ptr<Pass> p;
@@ -98,6 +99,7 @@ StatusOr<std::unique_ptr<Pass>> CreatePass(const std::string& name) {
   if (name == "constant-folding") p = std::make_unique<passes::ConstantFoldingPass>();
   if (name == "cse") p = std::make_unique<passes::CsePass>();
   if (name == "dce") p = std::make_unique<passes::DcePass>();
+  if (name == "fusion") p = std::make_unique<passes::FusionPass>();
   if (!p) {
     std::string known;
     for (const auto& n : AllPassNames()) known += (known.empty() ? "" : ", ") + n;

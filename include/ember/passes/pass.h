@@ -44,7 +44,12 @@ class Pipeline {
 };
 
 // simplify, constant-folding, cse, dce (repeated until nothing changes, at most 4 rounds).
+// Target-independent: it creates no fusions.
 Pipeline DefaultPipeline();
+// For the CPU backend: the DefaultPipeline passes, then fusion (src/passes/fusion.h),
+// repeated like DefaultPipeline (fusions are opaque to the other passes, and fusion
+// leaves a fused graph unchanged, so the rounds end).
+Pipeline CpuPipeline();
 // Creates a pass by name; NotFound for an unknown name.
 StatusOr<std::unique_ptr<Pass>> CreatePass(const std::string& name);
 std::vector<std::string> AllPassNames();

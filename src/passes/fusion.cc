@@ -1,0 +1,343 @@
+#include "passes/fusion.h"
+
+#include <algorithm>
+#include <memory>
+#include <queue>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ember/ir/builder.h"
+#include "ir/log.h"
+#include "passes/fusion_cost.h"
+#include "passes/fusion_legality.h"
+
+namespace ember::passes {
+namespace {
+
+struct Cluster {
+  NodeId root = kInvalidNode;
+  std::vector<NodeId> members;          // root first, then in joining order
+  std::unordered_set<NodeId> in;        // members (absorbed and duplicated)
+  std::unordered_map<NodeId, double> evaluations;  // per kernel run
+  NodeId reduce = kInvalidNode;
+};
+
+double Elements(const Shape& s) { return s.is_tuple() ? 0.0 : static_cast<double>(s.num_elements()); }
+
+// How many times `producer` is evaluated when its consumer `c` is evaluated
+// `c_evals` times: a broadcast or slice reads one operand element per result
+// element; other ops read their operands in proportion to their sizes.
+double ProducerEvaluations(const Node& producer, const Node& c, double c_evals) {
+  if (c.op == OpKind::kBroadcastInDim || c.op == OpKind::kSlice) return c_evals;
+  const double ce = Elements(c.shape);
+  if (ce <= 0) return 0;
+  return c_evals * Elements(producer.shape) / ce;
+}
+
+// Short op names for kernel names ("mul", "exp", "reduce_sum", ...).
+std::string ShortName(const Node& n) {
+  switch (n.op) {
+    case OpKind::kAdd: return "add";
+    case OpKind::kSubtract: return "sub";
+    case OpKind::kMultiply: return "mul";
+    case OpKind::kDivide: return "div";
+    case OpKind::kMaximum: return "max";
+    case OpKind::kMinimum: return "min";
+    case OpKind::kExp: return "exp";
+    case OpKind::kNegate: return "neg";
+    case OpKind::kBroadcastInDim: return "bcast";
+    case OpKind::kReduce: {
+      std::string k = n.attrs.GetString("to_apply");
+      return "reduce_" + (k == "add" ? std::string("sum") : k == "maximum" ? "max"
+                                                          : k == "minimum" ? "min" : k);
+    }
+    default: {
+      std::string s(OpName(n.op));
+      std::replace(s.begin(), s.end(), '-', '_');
+      return s;
+    }
+  }
+}
+
+// Ops that only move or materialize data; named only when nothing else is.
+bool IsPlumbing(OpKind op) {
+  return op == OpKind::kConstant || op == OpKind::kBroadcastInDim || op == OpKind::kReshape ||
+         op == OpKind::kConvert;
+}
+
+// "fused_<op>_<op>_<op>[_etc]_<index>" from the member ops in node order.
+std::string BodyName(const Graph& g, const std::vector<NodeId>& sorted, int index) {
+  std::vector<std::string> ops;
+  bool more = false;
+  for (int pass = 0; pass < 2 && ops.empty(); ++pass) {
+    for (NodeId m : sorted) {
+      const Node& n = g.node(m);
+      if (n.op == OpKind::kConstant || (pass == 0 && IsPlumbing(n.op))) continue;
+      std::string s = ShortName(n);
+      if (std::find(ops.begin(), ops.end(), s) != ops.end()) continue;
+      if (ops.size() == 3) {
+        more = true;
+        break;
+      }
+      ops.push_back(s);
+    }
+  }
+  std::string name = "fused";
+  for (const auto& s : ops) name += "_" + s;
+  if (more) name += "_etc";
+  return name + "_" + std::to_string(index);
+}
+
+class FusionBuilder {
+ public:
+  explicit FusionBuilder(const Graph& g, std::vector<std::string>& refusals)
+      : g_(g),
+        refusals_(refusals),
+        users_(g.ComputeUsers()),
+        owner_(g.num_nodes(), -1),
+        is_input_(g.num_nodes(), false),
+        is_output_(g.num_nodes(), false),
+        dead_(g.num_nodes(), false) {
+    for (NodeId o : g.outputs()) is_output_[o] = true;
+  }
+
+  void FormClusters() {
+    for (NodeId id = g_.num_nodes() - 1; id >= 0; --id) {
+      const Node& n = g_.node(id);
+      if (owner_[id] != -1 || !IsFusibleNode(n)) continue;
+      // Every user is decided by now. A fusible node that no materialized
+      // node reads (its users hold duplicates, or it was dead) is dropped.
+      bool needed = is_output_[id] || is_input_[id];
+      for (NodeId u : users_[id]) needed = needed || (owner_[u] == -1 && !dead_[u]);
+      if (!needed) {
+        dead_[id] = true;
+        continue;
+      }
+      if (n.op == OpKind::kConstant) continue;  // data; fused only into users
+      Grow(id);
+    }
+  }
+
+  StatusOr<Graph> Emit() {
+    GraphBuilder b(g_.name());
+    std::vector<NodeId> remap(g_.num_nodes(), kInvalidNode);
+    int emitted = 0;  // fusions in node order number their bodies
+    for (const Node& n : g_.nodes()) {
+      const int c = owner_[n.id];
+      if (dead_[n.id]) continue;
+      if (c == -1) {
+        std::vector<NodeId> ops;
+        for (NodeId o : n.operands) ops.push_back(remap[o]);
+        remap[n.id] = b.AddNodeLike(n, std::move(ops));
+      } else if (clusters_[c].root == n.id) {
+        EMBER_ASSIGN_OR_RETURN(remap[n.id], EmitFusion(clusters_[c], emitted++, remap, b));
+      }
+      if (!b.status().ok()) return b.status();
+    }
+    std::vector<NodeId> outs;
+    for (NodeId o : g_.outputs()) outs.push_back(remap[o]);
+    b.SetOutputs(outs);
+    for (auto [o, p] : g_.aliases()) b.SetAlias(o, p);
+    return b.Build();
+  }
+
+  bool changed() const {
+    return !clusters_.empty() || std::find(dead_.begin(), dead_.end(), true) != dead_.end();
+  }
+
+ private:
+  bool Materialized(NodeId y) const {
+    return owner_[y] == -1 || clusters_[owner_[y]].root == y;
+  }
+
+  void Refuse(NodeId producer, NodeId consumer, const std::string& reason) {
+    std::ostringstream os;
+    os << "refuse %" << producer << " -> %" << consumer << ": " << reason;
+    refusals_.push_back(os.str());
+    LogLine("fusion", refusals_.back());
+  }
+
+  void Grow(NodeId root) {
+    const int ci = static_cast<int>(clusters_.size());
+    clusters_.emplace_back();
+    Cluster& c = clusters_.back();
+    c.root = root;
+    c.members.push_back(root);
+    c.in.insert(root);
+    c.evaluations[root] = Elements(g_.node(root).shape);
+    if (g_.node(root).op == OpKind::kReduce) c.reduce = root;
+    owner_[root] = ci;
+
+    std::priority_queue<NodeId> heap;
+    std::unordered_set<NodeId> queued;
+    auto push_operands = [&](NodeId m) {
+      for (NodeId o : g_.node(m).operands)
+        if (queued.insert(o).second) heap.push(o);
+    };
+    push_operands(root);
+    while (!heap.empty()) {
+      const NodeId p = heap.top();
+      heap.pop();
+      if (c.in.count(p)) continue;
+      const Node& pn = g_.node(p);
+      // Members reading p (all have larger ids, so all are known by now).
+      std::vector<NodeId> consumers;
+      for (NodeId m : c.members) {
+        const auto& ops = g_.node(m).operands;
+        if (std::find(ops.begin(), ops.end(), p) != ops.end()) consumers.push_back(m);
+      }
+      const NodeId shown = consumers.empty() ? root : consumers.front();
+      if (pn.op == OpKind::kParameter) continue;  // a parameter is simply an input
+      bool absorb = false;
+      FusionDecision d = Decide(c, ci, p, consumers, &absorb);
+      if (!d) {
+        Refuse(p, shown, d.reason);
+        is_input_[p] = true;
+        continue;
+      }
+      double evals = 0;
+      for (NodeId m : consumers) evals += ProducerEvaluations(pn, g_.node(m), c.evaluations[m]);
+      c.members.push_back(p);
+      c.in.insert(p);
+      c.evaluations[p] = evals;
+      if (pn.op == OpKind::kReduce) c.reduce = p;
+      if (absorb) owner_[p] = ci;
+      push_operands(p);
+    }
+  }
+
+  FusionDecision Decide(const Cluster& c, int ci, NodeId p, const std::vector<NodeId>& consumers,
+                        bool* absorb) {
+    const Node& pn = g_.node(p);
+    for (NodeId m : consumers) {
+      FusionDecision d = CanFuse(g_, p, m);
+      if (!d) return d;
+    }
+    if (static_cast<int>(c.members.size()) >= kMaxFusionNodes) {
+      return FusionDecision::No("the fusion has reached its size bound of " +
+                                std::to_string(kMaxFusionNodes) + " nodes");
+    }
+    if (pn.op == OpKind::kReduce) {
+      // The consumers and every member computed from them, in node order.
+      std::set<NodeId> down(consumers.begin(), consumers.end());
+      std::vector<NodeId> sorted(c.members.begin(), c.members.end());
+      std::sort(sorted.begin(), sorted.end());
+      for (NodeId m : sorted) {
+        if (down.count(m)) continue;
+        for (NodeId o : g_.node(m).operands)
+          if (down.count(o)) {
+            down.insert(m);
+            break;
+          }
+      }
+      FusionDecision d = CanFuseReduceResult(g_, p, std::vector<NodeId>(down.begin(), down.end()),
+                                             c.reduce);
+      if (!d) return d;
+    }
+    double evals = 0;
+    for (NodeId m : consumers) {
+      auto it = c.evaluations.find(m);
+      evals += ProducerEvaluations(pn, g_.node(m), it == c.evaluations.end() ? 0 : it->second);
+    }
+    FusionDecision rd = CanRecompute(pn, evals);
+    if (!rd) return rd;
+    bool all_users_inside = !is_output_[p] && !is_input_[p];
+    int outside = 0;
+    for (NodeId u : users_[p]) {
+      if (owner_[u] != ci) {
+        all_users_inside = false;
+        ++outside;
+      }
+    }
+    if (all_users_inside) {
+      *absorb = true;
+      return FusionDecision::Yes();
+    }
+    FusionDecision dup =
+        ShouldDuplicate(pn, static_cast<int>(users_[p].size()), is_output_[p]);
+    if (!dup) return dup;
+    for (NodeId y : pn.operands) {
+      if (!Materialized(y)) {
+        return FusionDecision::No("operand %" + std::to_string(y) + " of the duplicate is " +
+                                  "inside another fusion");
+      }
+    }
+    (void)outside;
+    *absorb = false;
+    return FusionDecision::Yes();
+  }
+
+  StatusOr<NodeId> EmitFusion(const Cluster& c, int index, const std::vector<NodeId>& remap,
+                              GraphBuilder& b) {
+    std::vector<NodeId> sorted(c.members.begin(), c.members.end());
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<NodeId> inputs;
+    std::unordered_set<NodeId> seen;
+    for (NodeId m : sorted)
+      for (NodeId o : g_.node(m).operands)
+        if (!c.in.count(o) && seen.insert(o).second) inputs.push_back(o);
+    GraphBuilder body(BodyName(g_, sorted, index));
+    std::unordered_map<NodeId, NodeId> local;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      local[inputs[i]] = body.Parameter(static_cast<int64_t>(i), g_.node(inputs[i]).shape);
+    for (NodeId m : sorted) {
+      std::vector<NodeId> ops;
+      for (NodeId o : g_.node(m).operands) ops.push_back(local.at(o));
+      local[m] = body.AddNodeLike(g_.node(m), std::move(ops));
+    }
+    body.SetOutputs({local.at(c.root)});
+    StatusOr<Graph> built = body.Build();
+    if (!built.ok())
+      return EMBER_INTERNAL_ERROR("fusion: building the body of %", c.root, ": ",
+                                  built.status().ToString());
+    std::vector<NodeId> operands;
+    for (NodeId y : inputs) {
+      if (remap[y] == kInvalidNode)
+        return EMBER_INTERNAL_ERROR("fusion: input %", y, " of the fusion of %", c.root,
+                                    " is not materialized");
+      operands.push_back(remap[y]);
+    }
+    const FusionKind kind = c.reduce != kInvalidNode ? FusionKind::kInput : FusionKind::kLoop;
+    const Node& r = g_.node(c.root);
+    return b.AddNode(OpKind::kFusion, std::move(operands),
+                     {{"kind", std::string(FusionKindName(kind))}}, r.shape, nullptr, r.metadata,
+                     std::make_shared<const Graph>(std::move(built).value()));
+  }
+
+  const Graph& g_;
+  std::vector<std::string>& refusals_;
+  std::vector<std::vector<NodeId>> users_;
+  std::vector<int> owner_;       // cluster absorbing the node (or rooted at it); -1: none
+  std::vector<bool> is_input_;   // read by some fusion as an input: must stay materialized
+  std::vector<bool> is_output_;
+  std::vector<bool> dead_;       // fusible, and read by no materialized node: dropped
+  std::vector<Cluster> clusters_;
+};
+
+}  // namespace
+
+StatusOr<bool> FusionPass::Run(Graph& g) {
+  refusals_.clear();
+  FusionBuilder fb(g, refusals_);
+  fb.FormClusters();
+  if (!fb.changed()) return false;
+  EMBER_ASSIGN_OR_RETURN(Graph out, fb.Emit());
+  g = std::move(out);
+  return true;
+}
+
+}  // namespace ember::passes
+
+namespace ember {
+
+Pipeline CpuPipeline() {
+  std::vector<std::unique_ptr<Pass>> list;
+  for (const char* name : {"simplify", "constant-folding", "cse", "dce", "fusion"}) {
+    list.push_back(std::move(CreatePass(name)).value());
+  }
+  return Pipeline(std::move(list), DefaultPipeline().max_rounds());
+}
+
+}  // namespace ember

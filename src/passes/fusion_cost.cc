@@ -1,0 +1,114 @@
+#include "passes/fusion_cost.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace ember::passes {
+namespace {
+
+std::string Label(const Node& n) {
+  std::ostringstream os;
+  os << OpName(n.op) << " %" << n.id;
+  return os.str();
+}
+
+bool IsTranscendental(OpKind op) {
+  switch (op) {
+    case OpKind::kExp: case OpKind::kLog: case OpKind::kLog1p: case OpKind::kExpm1:
+    case OpKind::kSqrt: case OpKind::kRsqrt: case OpKind::kTanh: case OpKind::kLogistic:
+    case OpKind::kSin: case OpKind::kCos: case OpKind::kErf: case OpKind::kPower:
+    case OpKind::kAtan2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t Elements(const Shape& s) { return s.is_tuple() ? 0 : s.num_elements(); }
+
+std::string UsersText(int num_users, bool is_output) {
+  std::string users = std::to_string(num_users) + (num_users == 1 ? " user" : " users");
+  return is_output ? "is a graph output (and has " + users + ")" : "has " + users;
+}
+
+}  // namespace
+
+int64_t ElementCost(const Node& n) {
+  if (n.op == OpKind::kConstant || n.op == OpKind::kIota) return 0;
+  if (IsTranscendental(n.op)) return 20;
+  if (n.op == OpKind::kDivide || n.op == OpKind::kRemainder) return 4;
+  if (n.op == OpKind::kReduce) return kExpensiveCost;  // and never recomputed
+  if (OpCategory(n.op) == OpCategoryKind::kDataMovement) {
+    return n.op == OpKind::kBroadcastInDim || n.op == OpKind::kReshape ? 1 : 2;
+  }
+  return 1;
+}
+
+bool IsExpensive(const Node& n) {
+  return n.op == OpKind::kReduce || ElementCost(n) >= kExpensiveCost;
+}
+
+FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output) {
+  std::ostringstream os;
+  const std::string users = UsersText(num_users, is_output);
+  if (p.op == OpKind::kReduce) {
+    os << Label(p) << " " << users << "; a reduction is never recomputed per consumer";
+    return FusionDecision::No(os.str());
+  }
+  if (IsExpensive(p)) {
+    os << "expensive producer " << Label(p) << " (cost " << ElementCost(p)
+       << " per element) " << users << "; not duplicated";
+    return FusionDecision::No(os.str());
+  }
+  const bool cheap = p.op == OpKind::kConstant || p.op == OpKind::kIota ||
+                     p.op == OpKind::kBroadcastInDim || p.op == OpKind::kReshape ||
+                     p.op == OpKind::kConvert;
+  if (!cheap) {
+    os << Label(p) << " " << users
+       << "; only constant, iota, broadcast-in-dim, reshape and convert are duplicated";
+    return FusionDecision::No(os.str());
+  }
+  if (num_users > kMaxDuplicateUsers) {
+    os << "cheap producer " << Label(p) << " " << users << ", more than the duplication bound "
+       << kMaxDuplicateUsers;
+    return FusionDecision::No(os.str());
+  }
+  return FusionDecision::Yes();
+}
+
+FusionDecision CanFuseReduceResult(const Graph& g, NodeId reduce,
+                                   const std::vector<NodeId>& downstream,
+                                   NodeId existing_reduce) {
+  const Node& r = g.node(reduce);
+  std::ostringstream os;
+  if (existing_reduce != kInvalidNode) {
+    os << "the fusion already contains " << Label(g.node(existing_reduce))
+       << " (one reduction per kernel)";
+    return FusionDecision::No(os.str());
+  }
+  for (NodeId d : downstream) {
+    const Node& n = g.node(d);
+    if (n.op == OpKind::kBroadcastInDim) {
+      os << Label(r) << " result is broadcast back to " << n.shape.ToString() << " by "
+         << Label(n) << ": each output element would recompute the whole reduction";
+      return FusionDecision::No(os.str());
+    }
+    if (!IsElementwise(n.op)) {
+      os << Label(r) << " result feeds " << Label(n)
+         << "; only elementwise consumers of the reduced shape fuse with a reduce";
+      return FusionDecision::No(os.str());
+    }
+  }
+  return FusionDecision::Yes();
+}
+
+FusionDecision CanRecompute(const Node& p, double evaluations) {
+  const double elems = static_cast<double>(Elements(p.shape));
+  if (!IsExpensive(p) || evaluations <= elems) return FusionDecision::Yes();
+  std::ostringstream os;
+  os << "expensive producer " << Label(p) << " would be evaluated " << evaluations
+     << " times for " << elems << " elements (replicated by a broadcast in the fusion)";
+  return FusionDecision::No(os.str());
+}
+
+}  // namespace ember::passes

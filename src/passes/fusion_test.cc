@@ -1,0 +1,611 @@
+// Fusion pass tests: text IR in -> fused text IR out, with the refusals the
+// pass records and prints under EMBER_LOG=fusion, and the fused graph's
+// values checked bit for bit against the unfused graph's on random inputs.
+#include "passes/fusion.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ir/log.h"
+#include "passes/fusion_cost.h"
+#include "passes/fusion_legality.h"
+#include "passes/pass_test_util.h"
+
+namespace ember::passes {
+namespace {
+
+std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream is(s);
+  std::string line;
+  while (std::getline(is, line)) out.push_back(line);
+  return out;
+}
+
+// Runs fusion on `in` with EMBER_LOG=fusion and expects the printed result to
+// be `out`, the recorded refusals (and the stderr log) to be `refusals`, the
+// values to be unchanged, and a second run to change nothing.
+void ExpectFusion(const std::string& in, const std::string& out,
+                  const std::vector<std::string>& refusals) {
+  Graph g = ParseOrDie(in);
+  const Graph before = g;
+  FusionPass pass;
+  setenv("EMBER_LOG", "cse,fusion", 1);
+  ::testing::internal::CaptureStderr();
+  StatusOr<bool> changed = pass.Run(g);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  unsetenv("EMBER_LOG");
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  EXPECT_TRUE(*changed);
+  ASSERT_TRUE(Verify(g).ok()) << Verify(g).ToString();
+  EXPECT_EQ(PrintGraph(g), out);
+  EXPECT_EQ(Canonical(out), out) << "expected text is not canonical";
+  EXPECT_EQ(pass.refusals(), refusals);
+  std::vector<std::string> logged;
+  for (const std::string& r : refusals) logged.push_back("fusion: " + r);
+  EXPECT_EQ(Lines(log), logged);
+  ExpectSameValues(before, g);
+  Graph again = g;
+  StatusOr<bool> twice = pass.Run(again);
+  ASSERT_TRUE(twice.ok());
+  EXPECT_FALSE(*twice);
+  EXPECT_EQ(PrintGraph(again), out);
+}
+
+TEST(FusionTest, ElementwiseChainIsOneLoopFusion) {
+  ExpectFusion(R"(graph main(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] multiply(%0, %1)
+  %3 = f32[] constant({2})
+  %4 = f32[8] broadcast-in-dim(%3), dimensions={}
+  %5 = f32[8] add(%2, %4)
+  %6 = f32[8] maximum(%5, %0)
+  ROOT (%6)
+}
+)",
+               R"(graph main(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] fusion(%0, %1), calls=fused_mul_add_max_0, kind=loop
+  ROOT (%2)
+}
+
+graph fused_mul_add_max_0(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] multiply(%0, %1)
+  %3 = f32[] constant({2})
+  %4 = f32[8] broadcast-in-dim(%3), dimensions={}
+  %5 = f32[8] add(%2, %4)
+  %6 = f32[8] maximum(%5, %0)
+  ROOT (%6)
+}
+)",
+               {});
+}
+
+TEST(FusionTest, SoftmaxKernels) {
+  ExpectFusion(R"(graph softmax(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={1}, to_apply=maximum
+  %2 = f32[4,8] broadcast-in-dim(%1), dimensions={0}
+  %3 = f32[4,8] subtract(%0, %2)
+  %4 = f32[4,8] exponential(%3)
+  %5 = f32[4] reduce(%4), dimensions={1}, to_apply=add
+  %6 = f32[4,8] broadcast-in-dim(%5), dimensions={0}
+  %7 = f32[4,8] divide(%4, %6)
+  ROOT (%7)
+}
+)",
+               R"(graph softmax(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] fusion(%0), calls=fused_reduce_max_0, kind=input
+  %2 = f32[4,8] fusion(%1, %0), calls=fused_sub_exp_1, kind=loop
+  %3 = f32[4] fusion(%2), calls=fused_reduce_sum_2, kind=input
+  %4 = f32[4,8] fusion(%3, %2), calls=fused_div_3, kind=loop
+  ROOT (%4)
+}
+
+graph fused_reduce_max_0(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={1}, to_apply=maximum
+  ROOT (%1)
+}
+
+graph fused_sub_exp_1(%p0: f32[4], %p1: f32[4,8]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] broadcast-in-dim(%0), dimensions={0}
+  %3 = f32[4,8] subtract(%1, %2)
+  %4 = f32[4,8] exponential(%3)
+  ROOT (%4)
+}
+
+graph fused_reduce_sum_2(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
+  ROOT (%1)
+}
+
+graph fused_div_3(%p0: f32[4], %p1: f32[4,8]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] broadcast-in-dim(%0), dimensions={0}
+  %3 = f32[4,8] divide(%1, %2)
+  ROOT (%3)
+}
+)",
+               {
+                "refuse %5 -> %6: reduce %5 result is broadcast back to f32[4,8] by broadcast-in-dim %6: each output element would recompute the whole reduction",
+                "refuse %4 -> %7: expensive producer exponential %4 (cost 20 per element) has 2 users; not duplicated",
+                "refuse %4 -> %5: expensive producer exponential %4 (cost 20 per element) has 2 users; not duplicated",
+                "refuse %1 -> %2: reduce %1 result is broadcast back to f32[4,8] by broadcast-in-dim %2: each output element would recompute the whole reduction"});
+}
+
+TEST(FusionTest, ReduceFusesWithProducersAndReducedShapeConsumers) {
+  ExpectFusion(R"(graph g(%p0: f32[4,8], %p1: f32[4]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] parameter(1)
+  %2 = f32[4,8] exponential(%0)
+  %3 = f32[4] reduce(%2), dimensions={1}, to_apply=add
+  %4 = f32[4] multiply(%3, %1)
+  %5 = f32[4] log(%4)
+  ROOT (%5)
+}
+)",
+               R"(graph g(%p0: f32[4,8], %p1: f32[4]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] parameter(1)
+  %2 = f32[4] fusion(%0, %1), calls=fused_exp_reduce_sum_mul_etc_0, kind=input
+  ROOT (%2)
+}
+
+graph fused_exp_reduce_sum_mul_etc_0(%p0: f32[4,8], %p1: f32[4]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] parameter(1)
+  %2 = f32[4,8] exponential(%0)
+  %3 = f32[4] reduce(%2), dimensions={1}, to_apply=add
+  %4 = f32[4] multiply(%3, %1)
+  %5 = f32[4] log(%4)
+  ROOT (%5)
+}
+)",
+               {});
+}
+
+TEST(FusionTest, ExpensiveProducerWithTwoConsumersIsNotDuplicated) {
+  ExpectFusion(R"(graph g(%p0: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] exponential(%0)
+  %2 = f32[8] add(%1, %0)
+  %3 = f32[8] multiply(%1, %0)
+  ROOT (%2, %3)
+}
+)",
+               R"(graph g(%p0: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] fusion(%0), calls=fused_exp_0, kind=loop
+  %2 = f32[8] fusion(%1, %0), calls=fused_add_1, kind=loop
+  %3 = f32[8] fusion(%1, %0), calls=fused_mul_2, kind=loop
+  ROOT (%2, %3)
+}
+
+graph fused_exp_0(%p0: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] exponential(%0)
+  ROOT (%1)
+}
+
+graph fused_add_1(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] add(%0, %1)
+  ROOT (%2)
+}
+
+graph fused_mul_2(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] multiply(%0, %1)
+  ROOT (%2)
+}
+)",
+               {
+                "refuse %1 -> %3: expensive producer exponential %1 (cost 20 per element) has 2 users; not duplicated",
+                "refuse %1 -> %2: expensive producer exponential %1 (cost 20 per element) has 2 users; not duplicated"});
+}
+
+TEST(FusionTest, NothingFusesAcrossABarrier) {
+  ExpectFusion(R"(graph g(%p0: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] negate(%0)
+  %2 = (f32[8]) optimization-barrier(%1)
+  %3 = f32[8] get-tuple-element(%2), index=0
+  %4 = f32[8] abs(%3)
+  ROOT (%4)
+}
+)",
+               R"(graph g(%p0: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] fusion(%0), calls=fused_neg_0, kind=loop
+  %2 = (f32[8]) optimization-barrier(%1)
+  %3 = f32[8] get-tuple-element(%2), index=0
+  %4 = f32[8] fusion(%3), calls=fused_abs_1, kind=loop
+  ROOT (%4)
+}
+
+graph fused_neg_0(%p0: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] negate(%0)
+  ROOT (%1)
+}
+
+graph fused_abs_1(%p0: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] abs(%0)
+  ROOT (%1)
+}
+)",
+               {
+                "refuse %3 -> %4: nothing fuses across an optimization-barrier (optimization-barrier %2)"});
+}
+
+TEST(FusionTest, RngIsNeverFused) {
+  ExpectFusion(R"(graph g(%p0: u64[], %p1: u64[], %p2: f32[8]) {
+  %0 = u64[] parameter(0)
+  %1 = u64[] parameter(1)
+  %2 = f32[8] parameter(2)
+  %3 = f32[8] rng-uniform(%0, %1), stream=0
+  %4 = f32[8] multiply(%3, %2)
+  ROOT (%4)
+}
+)",
+               R"(graph g(%p0: u64[], %p1: u64[], %p2: f32[8]) {
+  %0 = u64[] parameter(0)
+  %1 = u64[] parameter(1)
+  %2 = f32[8] parameter(2)
+  %3 = f32[8] rng-uniform(%0, %1), stream=0
+  %4 = f32[8] fusion(%3, %2), calls=fused_mul_0, kind=loop
+  ROOT (%4)
+}
+
+graph fused_mul_0(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] multiply(%0, %1)
+  ROOT (%2)
+}
+)",
+               {
+                "refuse %3 -> %4: rng ops are never moved or merged"});
+}
+
+TEST(FusionTest, DotStaysExtern) {
+  ExpectFusion(R"(graph g(%p0: f32[4,8], %p1: f32[8,2]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[8,2] parameter(1)
+  %2 = f32[4,8] tanh(%0)
+  %3 = f32[4,2] dot-general(%2, %1), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  %4 = f32[4,2] exponential(%3)
+  ROOT (%4)
+}
+)",
+               R"(graph g(%p0: f32[4,8], %p1: f32[8,2]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[8,2] parameter(1)
+  %2 = f32[4,8] fusion(%0), calls=fused_tanh_0, kind=loop
+  %3 = f32[4,2] dot-general(%2, %1), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  %4 = f32[4,2] fusion(%3), calls=fused_exp_1, kind=loop
+  ROOT (%4)
+}
+
+graph fused_tanh_0(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] tanh(%0)
+  ROOT (%1)
+}
+
+graph fused_exp_1(%p0: f32[4,2]) {
+  %0 = f32[4,2] parameter(0)
+  %1 = f32[4,2] exponential(%0)
+  ROOT (%1)
+}
+)",
+               {
+                "refuse %3 -> %4: dot-general stays extern"});
+}
+
+TEST(FusionTest, CheapBroadcastIsDuplicatedIntoEachConsumer) {
+  ExpectFusion(R"(graph g(%p0: f32[4,8], %p1: f32[], %p2: f32[8,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[] parameter(1)
+  %2 = f32[8,8] parameter(2)
+  %3 = f32[4,8] broadcast-in-dim(%1), dimensions={}
+  %4 = f32[4,8] add(%0, %3)
+  %5 = f32[4,8] dot-general(%4, %2), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  %6 = f32[4,8] multiply(%5, %3)
+  ROOT (%6)
+}
+)",
+               R"(graph g(%p0: f32[4,8], %p1: f32[], %p2: f32[8,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[] parameter(1)
+  %2 = f32[8,8] parameter(2)
+  %3 = f32[4,8] fusion(%1, %0), calls=fused_add_0, kind=loop
+  %4 = f32[4,8] dot-general(%3, %2), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  %5 = f32[4,8] fusion(%1, %4), calls=fused_mul_1, kind=loop
+  ROOT (%5)
+}
+
+graph fused_add_0(%p0: f32[], %p1: f32[4,8]) {
+  %0 = f32[] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] broadcast-in-dim(%0), dimensions={}
+  %3 = f32[4,8] add(%1, %2)
+  ROOT (%3)
+}
+
+graph fused_mul_1(%p0: f32[], %p1: f32[4,8]) {
+  %0 = f32[] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] broadcast-in-dim(%0), dimensions={}
+  %3 = f32[4,8] multiply(%1, %2)
+  ROOT (%3)
+}
+)",
+               {
+                "refuse %5 -> %6: dot-general stays extern"});
+}
+
+TEST(FusionTest, ExpensiveProducerIsNotReplicatedByABroadcast) {
+  ExpectFusion(R"(graph g(%p0: f32[4], %p1: f32[4,8]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4] exponential(%0)
+  %3 = f32[4,8] broadcast-in-dim(%2), dimensions={0}
+  %4 = f32[4,8] multiply(%3, %1)
+  ROOT (%4)
+}
+)",
+               R"(graph g(%p0: f32[4], %p1: f32[4,8]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4] fusion(%0), calls=fused_exp_0, kind=loop
+  %3 = f32[4,8] fusion(%2, %1), calls=fused_mul_1, kind=loop
+  ROOT (%3)
+}
+
+graph fused_exp_0(%p0: f32[4]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4] exponential(%0)
+  ROOT (%1)
+}
+
+graph fused_mul_1(%p0: f32[4], %p1: f32[4,8]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] broadcast-in-dim(%0), dimensions={0}
+  %3 = f32[4,8] multiply(%2, %1)
+  ROOT (%3)
+}
+)",
+               {
+                "refuse %2 -> %3: expensive producer exponential %2 would be evaluated 32 times for 4 elements (replicated by a broadcast in the fusion)"});
+}
+
+TEST(FusionTest, ReduceResultBroadcastBackIsRefused) {
+  ExpectFusion(R"(graph g(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
+  %2 = f32[] constant({0.125})
+  %3 = f32[4] broadcast-in-dim(%2), dimensions={}
+  %4 = f32[4] multiply(%1, %3)
+  %5 = f32[4,8] broadcast-in-dim(%4), dimensions={0}
+  %6 = f32[4,8] subtract(%0, %5)
+  ROOT (%6)
+}
+)",
+               R"(graph g(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] fusion(%0), calls=fused_reduce_sum_0, kind=input
+  %2 = f32[4,8] fusion(%1, %0), calls=fused_mul_sub_1, kind=loop
+  ROOT (%2)
+}
+
+graph fused_reduce_sum_0(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
+  ROOT (%1)
+}
+
+graph fused_mul_sub_1(%p0: f32[4], %p1: f32[4,8]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[] constant({0.125})
+  %3 = f32[4] broadcast-in-dim(%2), dimensions={}
+  %4 = f32[4] multiply(%0, %3)
+  %5 = f32[4,8] broadcast-in-dim(%4), dimensions={0}
+  %6 = f32[4,8] subtract(%1, %5)
+  ROOT (%6)
+}
+)",
+               {
+                "refuse %1 -> %4: reduce %1 result is broadcast back to f32[4,8] by broadcast-in-dim %5: each output element would recompute the whole reduction"});
+}
+
+TEST(FusionTest, DataMovementChainIsOneLoopFusion) {
+  ExpectFusion(R"(graph g(%p0: f32[4,8], %p1: s32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = s32[4,8] parameter(1)
+  %2 = f32[4,8] convert(%1)
+  %3 = f32[8,4] transpose(%0), dimensions={1,0}
+  %4 = f32[4,8] transpose(%3), dimensions={1,0}
+  %5 = f32[4,8] iota(), iota_dimension=1
+  %6 = f32[4,8] add(%4, %5)
+  %7 = pred[4,8] compare(%6, %2), direction=LT
+  %8 = f32[4,8] select(%7, %6, %2)
+  %9 = f32[4,4] slice(%8), start={0,0}, limit={4,8}, stride={1,2}
+  %10 = f32[4,4] reverse(%9), dimensions={1}
+  %11 = f32[] constant({0})
+  %12 = f32[6,4] pad(%10, %11), low={1,0}, high={1,0}, interior={0,0}
+  %13 = f32[12,4] concatenate(%12, %12), dimension=0
+  %14 = f32[48] reshape(%13)
+  ROOT (%14)
+}
+)",
+               R"(graph g(%p0: f32[4,8], %p1: s32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = s32[4,8] parameter(1)
+  %2 = f32[48] fusion(%1, %0), calls=fused_transpose_iota_add_etc_0, kind=loop
+  ROOT (%2)
+}
+
+graph fused_transpose_iota_add_etc_0(%p0: s32[4,8], %p1: f32[4,8]) {
+  %0 = s32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] convert(%0)
+  %3 = f32[8,4] transpose(%1), dimensions={1,0}
+  %4 = f32[4,8] transpose(%3), dimensions={1,0}
+  %5 = f32[4,8] iota(), iota_dimension=1
+  %6 = f32[4,8] add(%4, %5)
+  %7 = pred[4,8] compare(%6, %2), direction=LT
+  %8 = f32[4,8] select(%7, %6, %2)
+  %9 = f32[4,4] slice(%8), limit={4,8}, start={0,0}, stride={1,2}
+  %10 = f32[4,4] reverse(%9), dimensions={1}
+  %11 = f32[] constant({0})
+  %12 = f32[6,4] pad(%10, %11), high={1,0}, interior={0,0}, low={1,0}
+  %13 = f32[12,4] concatenate(%12, %12), dimension=0
+  %14 = f32[48] reshape(%13)
+  ROOT (%14)
+}
+)",
+               {});
+}
+
+TEST(FusionTest, NoLogWithoutEmberLog) {
+  unsetenv("EMBER_LOG");
+  Graph g = ParseOrDie(R"(graph g(%p0: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] exponential(%0)
+  %2 = f32[8] add(%1, %0)
+  %3 = f32[8] multiply(%1, %0)
+  ROOT (%2, %3)
+})");
+  FusionPass pass;
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(pass.Run(g).ok());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(pass.refusals().size(), 2u);  // still recorded
+  setenv("EMBER_LOG", "all", 1);
+  EXPECT_TRUE(LogEnabled("fusion"));
+  setenv("EMBER_LOG", " cse , fusion ", 1);
+  EXPECT_TRUE(LogEnabled("fusion"));
+  setenv("EMBER_LOG", "fusionx,cse", 1);
+  EXPECT_FALSE(LogEnabled("fusion"));
+  unsetenv("EMBER_LOG");
+}
+
+TEST(FusionTest, NothingToFuse) {
+  ExpectUnchanged(*CreatePass("fusion").value(), R"(graph g(%p0: f32[4,8], %p1: f32[8,2]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[8,2] parameter(1)
+  %2 = f32[4,2] dot-general(%0, %1), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  ROOT (%2)
+})");
+}
+
+TEST(FusionTest, CheapProducerBeyondTheDuplicationBound) {
+  std::string text = "graph g(%p0: f32[4]) {\n  %0 = f32[4] parameter(0)\n"
+                     "  %1 = f32[4] iota(), iota_dimension=0\n";
+  std::string root = "  ROOT (";
+  for (int i = 0; i < kMaxDuplicateUsers + 1; ++i) {
+    const int e = 2 + 2 * i;
+    text += "  %" + std::to_string(e) + " = f32[4] exponential(%0)\n";
+    text += "  %" + std::to_string(e + 1) + " = f32[4] add(%" + std::to_string(e) + ", %1)\n";
+    root += (i ? ", %" : "%") + std::to_string(e + 1);
+  }
+  text += root + ")\n}\n";
+  Graph g = ParseOrDie(text);
+  const Graph before = g;
+  FusionPass pass;
+  ASSERT_TRUE(pass.Run(g).ok());
+  ASSERT_EQ(pass.refusals().size(), static_cast<size_t>(kMaxDuplicateUsers + 1));
+  EXPECT_EQ(pass.refusals()[0],
+            "refuse %1 -> %" + std::to_string(2 * kMaxDuplicateUsers + 3) +
+                ": cheap producer iota %1 has 9 users, more than the duplication bound 8");
+  // The iota is its own kernel, read by every other fusion.
+  EXPECT_EQ(g.node(1).op, OpKind::kFusion);
+  EXPECT_EQ(g.node(1).called->node(0).op, OpKind::kIota);
+  ExpectSameValues(before, g);
+  // With one user fewer it is duplicated into each consumer.
+  std::string fewer = text;
+  fewer = fewer.substr(0, fewer.find("  %" + std::to_string(2 * kMaxDuplicateUsers + 2)));
+  std::string root8 = "  ROOT (";
+  for (int i = 0; i < kMaxDuplicateUsers; ++i) root8 += (i ? ", %" : "%") + std::to_string(3 + 2 * i);
+  Graph h = ParseOrDie(fewer + root8 + ")\n}\n");
+  const Graph hb = h;
+  FusionPass p2;
+  ASSERT_TRUE(p2.Run(h).ok());
+  EXPECT_TRUE(p2.refusals().empty());
+  EXPECT_EQ(h.num_nodes(), 1 + kMaxDuplicateUsers);
+  ExpectSameValues(hb, h);
+}
+
+TEST(FusionTest, LegalityAndCostPredicates) {
+  Graph g = ParseOrDie(R"(graph g(%p0: f32[4], %p1: c64[4]) {
+  %0 = f32[4] parameter(0)
+  %1 = c64[4] parameter(1)
+  %2 = c64[4] reverse(%1), dimensions={0}
+  %3 = f32[4] exponential(%0)
+  %4 = f32[] reduce(%3), dimensions={0}, to_apply=add
+  %5 = s64[] argmax(%0), dimension=0
+  ROOT (%2, %4, %5)
+})");
+  EXPECT_EQ(IsFusibleNode(g.node(2)).reason, "complex values stay outside fusions");
+  EXPECT_TRUE(IsFusibleNode(g.node(3)).ok);
+  EXPECT_TRUE(IsFusibleNode(g.node(4)).ok);
+  EXPECT_EQ(IsFusibleNode(g.node(5)).reason, "argmax stays outside fusions");
+  EXPECT_EQ(CanFuse(g, 0, 3).reason, "parameter is a fusion input");
+  EXPECT_EQ(CanFuse(g, 3, 4).ok, true);
+  EXPECT_EQ(ElementCost(g.node(3)), 20);
+  EXPECT_TRUE(IsExpensive(g.node(4)));
+  EXPECT_FALSE(ShouldDuplicate(g.node(3), 2, false).ok);
+  EXPECT_TRUE(CanRecompute(g.node(3), 4).ok);
+  EXPECT_FALSE(CanRecompute(g.node(3), 5).ok);
+  EXPECT_EQ(CanFuseReduceResult(g, 4, {}, 4).reason,
+            "the fusion already contains reduce %4 (one reduction per kernel)");
+}
+
+TEST(FusionTest, CpuPipelineRunsDefaultPassesThenFusion) {
+  Pipeline p = CpuPipeline();
+  std::vector<std::string> want = DefaultPipeline().pass_names();
+  want.push_back("fusion");
+  EXPECT_EQ(p.pass_names(), want);
+  for (const std::string& name : DefaultPipeline().pass_names()) EXPECT_NE(name, "fusion");
+  Graph g = ParseOrDie(R"(graph g(%p0: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] negate(%0)
+  %2 = f32[8] negate(%1)
+  %3 = f32[8] exponential(%2)
+  %4 = f32[8] exponential(%2)
+  %5 = f32[8] add(%3, %4)
+  ROOT (%5)
+})");
+  const Graph before = g;
+  StatusOr<bool> changed = p.Run(g);
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  // neg(neg(x)) simplifies, cse merges the exps, and one kernel remains.
+  int fusions = 0;
+  for (const Node& n : g.nodes()) fusions += n.op == OpKind::kFusion;
+  EXPECT_EQ(fusions, 1) << PrintGraph(g);
+  EXPECT_EQ(g.num_nodes(), 2) << PrintGraph(g);
+  ExpectSameValues(before, g);
+}
+
+}  // namespace
+}  // namespace ember::passes
