@@ -5,8 +5,9 @@
 // (`// x*1 => x`) and has its own text-IR test in simplify_test.cc. Rules
 // look at a node's operands in the graph being built, so a chain such as
 // neg(neg(neg(neg(x)))) collapses in one pass. A constant counts as "1" (or
-// "0", ...) only when every element is; a broadcast-in-dim of such a
-// constant counts too.
+// "0", ...) only when every element is; a broadcast-in-dim or reshape of
+// such a constant counts too. Where a rule makes a new constant it is a
+// broadcast-in-dim of a scalar.
 //
 // Never rewritten: rng ops, custom-call, optimization-barrier (opaque to
 // every pass); no rule looks through a get-tuple-element of an
