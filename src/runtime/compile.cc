@@ -12,12 +12,26 @@
 //     output that *is* such a parameter is first snapshotted.
 //  5. Record, per step, the slots whose last reader it is, so intermediate
 //     buffers are freed as soon as they are dead.
+//  6. (kCpu) Compile every kernel group in parallel; Unimplemented ones
+//     become interpret steps. Then buffer assignment over the schedule.
+//
+// With backend kCpu, step 2 also makes each fusion node its own kernel group
+// and splits the other runs into kernel runs (codegen-supported nodes) and
+// interpret runs.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <set>
+#include <unistd.h>
 
 #include "ember/ir/builder.h"
+#include "ember/ir/hash.h"
+#include "ember/ir/text.h"
+#include "ember/passes/pass.h"
 #include "ember/runtime/executable.h"
+#include "passes/buffer_assignment.h"
 
 namespace ember {
 namespace {
@@ -25,12 +39,186 @@ namespace {
 constexpr const char* kCustomCallTargetAttr = "call_target_name";
 constexpr const char* kTupleIndexAttr = "index";
 
+enum class GroupKind { kExtern, kInterpret, kKernelRun, kFusion };
+
 struct Group {
-  bool is_extern = false;
+  GroupKind kind = GroupKind::kInterpret;
   std::vector<NodeId> nodes;
 };
 
 std::string NodeRef(NodeId id) { return internal::StrCat("%", id); }
+
+// "runtime: <message>" on stderr when EMBER_LOG lists `runtime` or `all`.
+void LogLine(const char* topic, const std::string& message) {
+  const char* env = std::getenv("EMBER_LOG");
+  if (!env) return;
+  std::string list = env, t = topic;
+  list.erase(std::remove(list.begin(), list.end(), ' '), list.end());
+  size_t pos = 0;
+  bool on = false;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(pos, comma - pos);
+    on |= item == t || item == "all";
+    pos = comma + 1;
+  }
+  if (on) std::fprintf(stderr, "%s: %s\n", topic, message.c_str());
+}
+
+bool RealArray(const Shape& s) { return !s.is_tuple() && !IsComplex(s.dtype()); }
+
+// Ops the CPU code generator handles (include/ember/codegen/cpu.h); the
+// code generator has the final word (Unimplemented falls back).
+bool CodegenSupported(const Graph& g, const Node& n) {
+  if (!RealArray(n.shape)) return false;
+  for (NodeId op : n.operands) {
+    if (!RealArray(g.node(op).shape)) return false;
+  }
+  if (IsUnary(n.op) || IsBinary(n.op)) return true;
+  switch (n.op) {
+    case OpKind::kSelect:
+    case OpKind::kClamp:
+    case OpKind::kConstant:
+    case OpKind::kIota:
+    case OpKind::kBroadcastInDim:
+    case OpKind::kReshape:
+    case OpKind::kTranspose:
+    case OpKind::kSlice:
+    case OpKind::kReverse:
+    case OpKind::kConcatenate:
+    case OpKind::kPad:
+    case OpKind::kReduce:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether `body` computes its output element i from element i of parameter
+// `p` only: every path from p to the output goes through elementwise ops of
+// the output's shape (no data movement, no reduce).
+bool ElementwiseFromParameter(const Graph& body, int p) {
+  if (body.outputs().size() != 1 || p >= static_cast<int>(body.parameters().size())) return false;
+  const Shape& out = body.node(body.outputs()[0]).shape;
+  const NodeId pid = body.parameters()[p];
+  if (body.node(pid).shape != out) return false;
+  auto users = body.ComputeUsers();
+  std::vector<NodeId> work = {pid};
+  std::set<NodeId> seen;
+  while (!work.empty()) {
+    NodeId id = work.back();
+    work.pop_back();
+    if (!seen.insert(id).second) continue;
+    for (NodeId u : users[id]) {
+      const Node& un = body.node(u);
+      if (!IsElementwise(un.op) || un.shape.dims() != out.dims()) return false;
+      work.push_back(u);
+    }
+  }
+  return true;
+}
+
+// Writes `text` to dir/name atomically (temporary file + rename).
+void WriteAtomically(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string final_path = dir + "/" + name;
+  const std::string tmp = internal::StrCat(final_path, ".tmp.", getpid(), ".",
+                                           reinterpret_cast<uintptr_t>(&text));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      LogLine("runtime", internal::StrCat("EMBER_DEBUG_DIR: cannot write ", tmp));
+      return;
+    }
+    out << text;
+    if (!out.flush()) {
+      std::remove(tmp.c_str());
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) std::remove(tmp.c_str());
+}
+
+std::string DebugDir() {
+  const char* d = std::getenv("EMBER_DEBUG_DIR");
+  return d && *d ? std::string(d) : std::string();
+}
+
+// Builds the buffer plan for a kCpu executable's schedule.
+void PlanBuffers(const Graph& g, const std::vector<Step>& steps, int num_slots,
+                 const std::vector<std::string>& slot_names, const std::vector<int>& output_slots,
+                 std::shared_ptr<const BufferAssignment>* assignment,
+                 std::vector<int>* planned_buffer_of, std::vector<int64_t>* planned_bytes) {
+  const int num_params = static_cast<int>(g.parameters().size());
+  std::vector<ScheduledValue> values(num_slots);
+  std::vector<Shape> slot_shape(num_slots);
+  std::vector<bool> known(num_slots, false);
+  std::vector<bool> written_by_kernel(num_slots, false), touched_by_other(num_slots, false);
+  for (int p = 0; p < num_params; ++p) {
+    slot_shape[p] = g.node(g.parameters()[p]).shape;
+    known[p] = true;
+    values[p].parameter = true;
+  }
+  for (const auto& [o, p] : g.aliases()) values[p].donated = true;
+  for (const Step& st : steps) {
+    for (const SlotRead& r : st.reads) {
+      if (st.kind != StepKind::kKernel || r.tuple_index >= 0) touched_by_other[r.slot] = true;
+    }
+    for (size_t j = 0; j < st.writes.size(); ++j) {
+      const int w = st.writes[j];
+      if (st.kind == StepKind::kKernel) {
+        written_by_kernel[w] = true;
+        slot_shape[w] = st.compiled->output_shapes()[j];
+        known[w] = true;
+      } else {
+        touched_by_other[w] = true;
+        if (st.kind == StepKind::kInterpret) {
+          slot_shape[w] = st.subgraph->node(st.subgraph->outputs()[j]).shape;
+          known[w] = true;
+        } else if (st.kind == StepKind::kExtern) {
+          slot_shape[w] = st.extern_node.shape;
+          known[w] = true;
+        } else if (!st.reads.empty() && known[st.reads[0].slot]) {  // copy
+          slot_shape[w] = slot_shape[st.reads[0].slot];
+          known[w] = true;
+        }
+      }
+    }
+  }
+  for (int s : output_slots) values[s].output = true;
+  for (int s = 0; s < num_slots; ++s) {
+    values[s].name = slot_names[s];
+    if (known[s]) {
+      const Shape& sh = slot_shape[s];
+      int64_t b = 0;
+      if (sh.is_tuple()) {
+        for (const Shape& e : sh.tuple_shapes()) b += e.byte_size();
+      } else {
+        b = sh.byte_size();
+      }
+      values[s].bytes = b;
+    }
+    values[s].plannable = written_by_kernel[s] && !touched_by_other[s] && !values[s].output &&
+                          !values[s].parameter;
+  }
+  std::vector<ScheduledStep> sched(steps.size());
+  for (size_t k = 0; k < steps.size(); ++k) {
+    for (const SlotRead& r : steps[k].reads) sched[k].reads.push_back(r.slot);
+    sched[k].writes = steps[k].writes;
+    if (steps[k].in_place_read >= 0) sched[k].in_place_read = steps[k].reads[steps[k].in_place_read].slot;
+  }
+  auto a = std::make_shared<BufferAssignment>(AssignBuffers(values, sched));
+  planned_buffer_of->assign(num_slots, -1);
+  planned_bytes->assign(a->buffer_bytes.size(), 0);
+  for (int s = 0; s < num_slots; ++s) {
+    const int b = a->buffer_of[s];
+    if (b >= 0 && a->buffer_plannable[b]) {
+      (*planned_buffer_of)[s] = b;
+      (*planned_bytes)[b] = a->buffer_bytes[b];
+    }
+  }
+  *assignment = std::move(a);
+}
 
 }  // namespace
 
@@ -47,8 +235,32 @@ std::string ExternKernelName(const Node& n) {
   }
 }
 
-StatusOr<Executable> Compile(const Graph& g, const CompileOptions& options) {
-  if (options.verify) EMBER_RETURN_IF_ERROR(Verify(g));
+StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) {
+  if (options.verify) EMBER_RETURN_IF_ERROR(Verify(given));
+  const std::string debug_dir = DebugDir();
+  std::string debug_hash;
+  if (!debug_dir.empty()) {
+    debug_hash = HashGraph(given).ToString();
+    WriteAtomically(debug_dir, debug_hash + ".before.ir", PrintGraph(given));
+  }
+  Graph optimized;
+  const Graph* gp = &given;
+  if (options.optimize) {
+    optimized = given;
+    EMBER_RETURN_IF_ERROR(DefaultPipeline().Run(optimized).status());
+    if (options.backend == Backend::kCpu) {
+      auto fusion = CreatePass("fusion");
+      if (fusion.ok()) {
+        auto changed = (*fusion)->Run(optimized);
+        if (!changed.ok()) return changed.status();
+        EMBER_RETURN_IF_ERROR(Verify(optimized));
+      }
+    }
+    gp = &optimized;
+  }
+  const Graph& g = *gp;
+  if (!debug_dir.empty()) WriteAtomically(debug_dir, debug_hash + ".after.ir", PrintGraph(g));
+  const bool cpu = options.backend == Backend::kCpu;
   const int n = g.num_nodes();
   const int num_params = static_cast<int>(g.parameters().size());
 
@@ -73,9 +285,13 @@ StatusOr<Executable> Compile(const Graph& g, const CompileOptions& options) {
     const Node& node = g.node(id);
     if (!live[id] || node.op == OpKind::kParameter) continue;
     if (is_extern(node)) {
-      groups.push_back(Group{true, {id}});
+      groups.push_back(Group{GroupKind::kExtern, {id}});
+    } else if (cpu && node.op == OpKind::kFusion) {
+      groups.push_back(Group{GroupKind::kFusion, {id}});
     } else {
-      if (groups.empty() || groups.back().is_extern) groups.push_back(Group{false, {}});
+      const GroupKind k =
+          cpu && CodegenSupported(g, node) ? GroupKind::kKernelRun : GroupKind::kInterpret;
+      if (groups.empty() || groups.back().kind != k) groups.push_back(Group{k, {}});
       groups.back().nodes.push_back(id);
     }
     group_of[id] = static_cast<int>(groups.size()) - 1;
@@ -114,7 +330,7 @@ StatusOr<Executable> Compile(const Graph& g, const CompileOptions& options) {
     const Group& grp = groups[gi];
     Step step;
     step.nodes = grp.nodes;
-    if (grp.is_extern) {
+    if (grp.kind == GroupKind::kExtern) {
       const Node& node = g.node(grp.nodes[0]);
       step.kind = StepKind::kExtern;
       step.kernel_name = ExternKernelName(node);
@@ -185,7 +401,66 @@ StatusOr<Executable> Compile(const Graph& g, const CompileOptions& options) {
                                      "): ", built.status().message()));
     }
     step.subgraph = std::make_shared<const Graph>(std::move(built).value());
+    if (grp.kind == GroupKind::kKernelRun || grp.kind == GroupKind::kFusion) {
+      step.kind = StepKind::kKernel;  // provisional: compiled below
+      step.fusion = grp.kind == GroupKind::kFusion;
+    }
     steps.push_back(std::move(step));
+  }
+
+  // 6a. Compile kernel groups in parallel; Unimplemented -> interpret.
+  if (cpu) {
+    std::vector<const Graph*> kernel_graphs;
+    std::vector<size_t> kernel_steps;
+    for (size_t si = 0; si < steps.size(); ++si) {
+      if (steps[si].kind != StepKind::kKernel) continue;
+      const Step& st = steps[si];
+      kernel_graphs.push_back(st.fusion ? g.node(st.nodes[0]).called.get() : st.subgraph.get());
+      kernel_steps.push_back(si);
+    }
+    auto compiled =
+        codegen::CompileKernels(kernel_graphs, options.codegen, options.max_parallel_compiles);
+    for (size_t i = 0; i < kernel_steps.size(); ++i) {
+      Step& st = steps[kernel_steps[i]];
+      if (!compiled[i].ok()) {
+        if (compiled[i].status().code() != StatusCode::kUnimplemented) {
+          return Status(compiled[i].status().code(),
+                        internal::StrCat("compile: kernel for nodes ", NodeRef(st.nodes.front()),
+                                         "..", NodeRef(st.nodes.back()), ": ",
+                                         compiled[i].status().message()));
+        }
+        LogLine("runtime", internal::StrCat("nodes ", NodeRef(st.nodes.front()), "..",
+                                            NodeRef(st.nodes.back()),
+                                            " stay interpreted: ", compiled[i].status().message()));
+        st.kind = StepKind::kInterpret;
+        st.fusion = false;
+        continue;
+      }
+      st.compiled = std::move(compiled[i]).value();
+      st.kernel_name = st.compiled->name();
+      if (st.fusion) {
+        // The body's parameters take the fusion's operands in order.
+        const Node& fn = g.node(st.nodes[0]);
+        st.reads.clear();
+        st.read_nodes.clear();
+        for (NodeId op : fn.operands) {
+          st.reads.push_back(SlotRead{slot_of[op], -1});
+          st.read_nodes.push_back(op);
+        }
+      }
+      // In place: the output may overwrite an input it reads elementwise.
+      const Graph& kg = *kernel_graphs[i];
+      for (size_t r = 0; r < st.reads.size(); ++r) {
+        if (st.reads[r].tuple_index < 0 && ElementwiseFromParameter(kg, static_cast<int>(r))) {
+          st.in_place_read = static_cast<int>(r);
+          break;
+        }
+      }
+      if (!debug_dir.empty()) {
+        WriteAtomically(debug_dir, internal::StrCat(debug_hash, ".", st.compiled->name(), ".cc"),
+                        st.compiled->source());
+      }
+    }
   }
 
   std::vector<int> output_slots;
@@ -259,6 +534,11 @@ StatusOr<Executable> Compile(const Graph& g, const CompileOptions& options) {
   for (NodeId p : g.parameters()) exe.parameter_shapes_.push_back(g.node(p).shape);
   exe.output_slots_ = std::move(output_slots);
   exe.slot_names_ = std::move(slot_names);
+
+  if (cpu) {
+    PlanBuffers(g, exe.steps_, exe.num_slots_, exe.slot_names_, exe.output_slots_,
+                &exe.assignment_, &exe.planned_buffer_of_, &exe.planned_bytes_);
+  }
 
   // 5. Release slots after their last reader (never outputs).
   std::vector<int> last_use(exe.num_slots_, -1);

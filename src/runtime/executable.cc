@@ -4,10 +4,13 @@
 #include "ember/runtime/executable.h"
 
 #include <cctype>
+#include <cstring>
 #include <map>
 #include <sstream>
 
 #include "ember/eval/interpreter.h"
+#include "ember/runtime/thread_pool.h"
+#include "passes/buffer_assignment.h"
 
 namespace ember {
 namespace {
@@ -21,7 +24,9 @@ std::string JoinNodes(const std::vector<NodeId>& ids) {
 std::string StepLabel(const Step& step, size_t index) {
   std::ostringstream os;
   os << "step " << index << " (" << StepKindName(step.kind);
-  if (step.kind == StepKind::kExtern) os << " " << step.kernel_name;
+  if (step.kind == StepKind::kExtern || step.kind == StepKind::kKernel) {
+    os << " " << step.kernel_name;
+  }
   os << ")";
   return os.str();
 }
@@ -135,6 +140,64 @@ Status RunInterpret(const Step& step, std::vector<BufferRef>& slots) {
   return OkStatus();
 }
 
+// Planned raw storage of one run: one allocation per planned buffer.
+struct PlannedStorage {
+  std::vector<std::unique_ptr<uint8_t[]>> buffers;
+  std::vector<void*> slot_ptr;  // slot -> its planned bytes, or null
+};
+
+// The raw pointer a kernel reads for `r`.
+StatusOr<const void*> KernelInput(const std::vector<BufferRef>& slots, const PlannedStorage& ps,
+                                  const SlotRead& r) {
+  if (r.tuple_index < 0 && r.slot >= 0 && r.slot < static_cast<int>(ps.slot_ptr.size()) &&
+      ps.slot_ptr[r.slot]) {
+    return static_cast<const void*>(ps.slot_ptr[r.slot]);
+  }
+  EMBER_ASSIGN_OR_RETURN(const Literal* lit, Resolve(slots, r));
+  return lit->data();
+}
+
+Status RunKernel(const Step& step, std::vector<BufferRef>& slots, const PlannedStorage& ps) {
+  const codegen::CompiledKernel& k = *step.compiled;
+  std::vector<const void*> in;
+  in.reserve(step.reads.size());
+  for (const SlotRead& r : step.reads) {
+    EMBER_ASSIGN_OR_RETURN(const void* p, KernelInput(slots, ps, r));
+    in.push_back(p);
+  }
+  std::vector<void*> out;
+  std::vector<BufferRef> fresh(step.writes.size());
+  for (size_t j = 0; j < step.writes.size(); ++j) {
+    const int w = step.writes[j];
+    if (ps.slot_ptr[w]) {
+      out.push_back(ps.slot_ptr[w]);
+    } else {
+      fresh[j] = Buffer::FromLiteral(Literal(k.output_shapes()[j]));
+      out.push_back(fresh[j]->data());
+    }
+  }
+  Status st = k.Run(in, out, RuntimeParallelFor());
+  if (!st.ok()) {
+    if (step.fusion) return NameNode(step.original_nodes[0], st);
+    // Name the failing node by its id in the compiled graph: re-run the
+    // original nodes in the interpreter (error path only).
+    std::vector<Literal> copies;
+    copies.reserve(in.size());
+    std::vector<const Literal*> lits;
+    for (size_t i = 0; i < in.size(); ++i) {
+      Literal l(k.parameter_shapes()[i]);
+      if (l.size_bytes() > 0) std::memcpy(l.data(), in[i], static_cast<size_t>(l.size_bytes()));
+      copies.push_back(std::move(l));
+    }
+    for (const Literal& l : copies) lits.push_back(&l);
+    return LocateInterpretFailure(step, lits, st);
+  }
+  for (size_t j = 0; j < step.writes.size(); ++j) {
+    if (fresh[j]) slots[step.writes[j]] = std::move(fresh[j]);
+  }
+  return OkStatus();
+}
+
 Status RunCopy(const Step& step, std::vector<BufferRef>& slots,
                const std::vector<BufferRef>& args, const std::vector<bool>& donated,
                std::vector<int>& overwritten) {
@@ -165,6 +228,8 @@ std::string_view StepKindName(StepKind k) {
       return "interpret";
     case StepKind::kCopy:
       return "copy";
+    case StepKind::kKernel:
+      return "kernel";
   }
   return "?";
 }
@@ -196,6 +261,25 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
 
   std::vector<BufferRef> slots(num_slots_);
   for (size_t i = 0; i < num_params; ++i) slots[i] = args[i];
+  // Planned buffers: allocated once for this run.
+  PlannedStorage planned;
+  planned.slot_ptr.assign(num_slots_, nullptr);
+  if (!planned_bytes_.empty()) {
+    std::vector<void*> by_buffer(planned_bytes_.size(), nullptr);
+    for (size_t b = 0; b < planned_bytes_.size(); ++b) {
+      if (planned_bytes_[b] <= 0) continue;
+      planned.buffers.emplace_back(new (std::nothrow) uint8_t[planned_bytes_[b]]);
+      if (!planned.buffers.back()) {
+        return ResourceExhausted("run ", graph_->name(), ": cannot allocate ", planned_bytes_[b],
+                                 " bytes for planned buffer b", b);
+      }
+      by_buffer[b] = planned.buffers.back().get();
+    }
+    for (int s = 0; s < num_slots_; ++s) {
+      const int b = planned_buffer_of_[s];
+      if (b >= 0) planned.slot_ptr[s] = by_buffer[b];
+    }
+  }
   std::vector<int> overwritten;
   for (size_t si = 0; si < steps_.size(); ++si) {
     const Step& step = steps_[si];
@@ -209,6 +293,9 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
         break;
       case StepKind::kCopy:
         st = RunCopy(step, slots, args, donated, overwritten);
+        break;
+      case StepKind::kKernel:
+        st = RunKernel(step, slots, planned);
         break;
     }
     if (!st.ok()) {
@@ -241,6 +328,10 @@ StatusOr<std::vector<Literal>> Executable::RunLiterals(const std::vector<Literal
   return result;
 }
 
+std::string Executable::AssignmentDebugString() const {
+  return assignment_ ? assignment_->DebugString() : std::string();
+}
+
 std::string Executable::DebugString() const {
   std::ostringstream os;
   auto slot_str = [&](int s) { return internal::StrCat("s", s, "=", slot_names_[s]); };
@@ -249,8 +340,13 @@ std::string Executable::DebugString() const {
   for (size_t si = 0; si < steps_.size(); ++si) {
     const Step& step = steps_[si];
     os << "  step " << si << ": " << StepKindName(step.kind);
-    if (step.kind == StepKind::kExtern) os << " " << step.kernel_name;
+    if (step.kind == StepKind::kExtern || step.kind == StepKind::kKernel) {
+      os << " " << step.kernel_name;
+    }
     os << " " << JoinNodes(step.nodes);
+    if (step.kind == StepKind::kKernel && step.in_place_read >= 0) {
+      os << " (in-place candidate: read " << step.in_place_read << ")";
+    }
     if (step.kind == StepKind::kCopy) {
       if (step.donation_param < 0) {
         os << " (fresh copy)";

@@ -6,8 +6,11 @@
 //
 // --backend=interpreter (default) runs the reference interpreter;
 // --backend=runtime compiles the graph into a runtime Executable (extern
-// steps + interpreted subgraphs) and runs that; --backend=cpu (native code)
-// is not built yet. --input=I:... gives the row-major values of parameter I
+// steps + interpreted subgraphs) and runs that; --backend=cpu optimizes the
+// graph (DefaultPipeline, then the fusion pass when it exists) and runs it
+// through native kernels (CPU code generation; unsupported parts stay
+// interpreted). --print-steps prints the executable's steps (and, for cpu,
+// its buffer assignment). --fast compiles kernels at -O1. --input=I:... gives the row-major values of parameter I
 // (a single value fills the whole shape; integers and pred parse exactly,
 // `true`/`false` allowed for pred; floats accept nan/inf). Parameters without
 // --input get seeded random values (--seed, default 0): floats uniform in
@@ -34,7 +37,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: ember-run [--backend=interpreter|runtime|cpu] [--seed=N] "
-    "[--input=I:v1,v2,...]... [--print-inputs] [--print-steps] FILE|-\n";
+    "[--input=I:v1,v2,...]... [--print-inputs] [--print-steps] [--fast] FILE|-\n";
 
 int Fail(const std::string& msg) {
   std::cerr << "ember-run: " << msg << "\n";
@@ -162,7 +165,7 @@ ember::Literal RandomLiteral(const ember::Shape& shape, std::mt19937_64& rng) {
 int main(int argc, char** argv) {
   std::string file, backend = "interpreter";
   uint64_t seed = 0;
-  bool print_inputs = false, print_steps = false;
+  bool print_inputs = false, print_steps = false, fast = false;
   std::map<int, std::vector<std::string>> given;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -192,6 +195,8 @@ int main(int argc, char** argv) {
       print_inputs = true;
     } else if (arg == "--print-steps") {
       print_steps = true;
+    } else if (arg == "--fast") {
+      fast = true;
     } else if (arg != "-" && StartsWith(arg, "-")) {
       return Fail("unknown option '" + arg + "'\n" + kUsage);
     } else if (!file.empty()) {
@@ -200,12 +205,7 @@ int main(int argc, char** argv) {
       file = arg;
     }
   }
-  if (backend == "cpu") {
-    return Fail(
-        "--backend=cpu: native CPU code generation is not built yet (it arrives with "
-        "\"Compiler core II\"); use --backend=interpreter or --backend=runtime");
-  }
-  if (backend != "interpreter" && backend != "runtime") {
+  if (backend != "interpreter" && backend != "runtime" && backend != "cpu") {
     return Fail("unknown backend '" + backend + "' (known: interpreter, runtime, cpu)");
   }
   if (file.empty()) return Fail(std::string("no input file\n") + kUsage);
@@ -246,9 +246,15 @@ int main(int argc, char** argv) {
   if (backend == "interpreter") {
     outs = ember::Evaluate(g, args);
   } else {
-    auto exe = ember::Compile(g);
+    ember::CompileOptions options;
+    if (backend == "cpu") {
+      options.backend = ember::Backend::kCpu;
+      options.optimize = true;
+      options.codegen.fast = fast;
+    }
+    auto exe = ember::Compile(g, options);
     if (!exe.ok()) return Fail(file + ": " + exe.status().ToString());
-    if (print_steps) std::cout << exe->DebugString();
+    if (print_steps) std::cout << exe->DebugString() << exe->AssignmentDebugString();
     outs = exe->RunLiterals(args);
   }
   if (!outs.ok()) return Fail(file + ": " + outs.status().ToString());

@@ -10,7 +10,31 @@
 //                steps, run by the reference interpreter (ember::Evaluate);
 //   kCopy      - copies one buffer into another: writes an output into a
 //                donated input's buffer, or snapshots a donated input that is
-//                also returned as an output before it is overwritten.
+//                also returned as an output before it is overwritten;
+//   kKernel    - (CompileOptions::backend = kCpu) a native kernel from the
+//                CPU code generator (include/ember/codegen/cpu.h): one per
+//                fusion node (its body), or, for nodes outside fusions, one
+//                per maximal run of codegen-supported nodes. A kernel the
+//                code generator cannot build (Unimplemented) stays a
+//                kInterpret step (logged under EMBER_LOG=runtime). All of a
+//                graph's kernels are compiled in parallel (CompileKernels).
+//                Kernels run on the runtime parallel-for (thread_pool.h). A
+//                kernel's data error (integer division by zero) is an
+//                OutOfRange status naming the step and the node.
+//
+// Buffers (CompileOptions::backend = kCpu): Compile runs buffer assignment
+// (src/passes/buffer_assignment.h) over the step schedule. Values written by
+// a kernel and read only by kernels are "planned": Run allocates each
+// planned buffer once, and kernels write into (and read from) that storage;
+// dead buffers of the same byte size are reused and elementwise loop
+// kernels may write in place over an input that dies there. Parameters,
+// outputs and values that interpreter / extern steps touch are never
+// shared.
+//
+// EMBER_DEBUG_DIR=dir: each Compile writes dir/<hash>.before.ir (the graph
+// given), dir/<hash>.after.ir (after CompileOptions::optimize's passes) and
+// dir/<hash>.<kernel name>.cc (each kernel's generated source), <hash> being
+// HashGraph of the given graph; every file is written atomically.
 // Extern kernels are looked up when compiling (NotFound for an unknown
 // name); an executable keeps the kernel it found even if the name is later
 // registered again. Each step declares the slots it reads and writes. Slots 0..P-1 hold the
@@ -31,14 +55,18 @@
 #include <string>
 #include <vector>
 
+#include "ember/codegen/cpu.h"
 #include "ember/eval/extern_registry.h"
 #include "ember/ir/graph.h"
 #include "ember/runtime/buffer.h"
 
 namespace ember {
 
-enum class StepKind : uint8_t { kExtern, kInterpret, kCopy };
-std::string_view StepKindName(StepKind k);  // "extern", "interpret", "copy"
+enum class StepKind : uint8_t { kExtern, kInterpret, kCopy, kKernel };
+// "extern", "interpret", "copy", "kernel"
+std::string_view StepKindName(StepKind k);
+
+struct BufferAssignment;  // src/passes/buffer_assignment.h
 
 // A value a step reads: the buffer in `slot`, or (tuple_index >= 0) element
 // `tuple_index` of the tuple held there.
@@ -79,7 +107,18 @@ struct Step {
   // donation_param < 0: always a fresh copy.
   int donation_param = -1;
   bool into_param = false;
+
+  // kKernel: the native kernel; parameter i is reads[i], output j goes to
+  // writes[j]. `fusion`: the step runs one fusion node (nodes[0]) and
+  // original_nodes[0] is that node. in_place_read: index into reads of the
+  // value the kernel's single output may overwrite (elementwise, same
+  // shape), or -1.
+  std::shared_ptr<codegen::CompiledKernel> compiled;
+  bool fusion = false;
+  int in_place_read = -1;
 };
+
+enum class Backend : uint8_t { kInterpreter, kCpu };
 
 struct CompileOptions {
   // Verify the graph first (Compile needs a valid graph; turn off only for
@@ -88,6 +127,17 @@ struct CompileOptions {
   // Run dot-general and convolution as extern steps (the reference kernels);
   // false runs them in interpreter steps.
   bool extern_contractions = true;
+  // kInterpreter: extern / interpret / copy steps only. kCpu: native
+  // kernel steps (see above) plus buffer assignment.
+  Backend backend = Backend::kInterpreter;
+  // Options for the code generator (kCpu): fast (-O1) mode, cache dir, ...
+  codegen::CodegenOptions codegen;
+  // Up to this many system-compiler runs at once (<= 0: hardware concurrency).
+  int max_parallel_compiles = 0;
+  // Run the optimization pipeline on the graph first: CpuPipeline-like
+  // (DefaultPipeline, then the `fusion` pass if it is registered) for kCpu,
+  // DefaultPipeline for kInterpreter.
+  bool optimize = false;
 };
 
 struct ExecuteOptions {
@@ -113,6 +163,12 @@ class Executable {
   const std::vector<Shape>& parameter_shapes() const { return parameter_shapes_; }
   const std::vector<int>& output_slots() const { return output_slots_; }
   const Graph& graph() const { return *graph_; }
+  // The buffer plan (kCpu; null for the interpreter backend).
+  const BufferAssignment* assignment() const { return assignment_.get(); }
+  // buffer assignment's DebugString, or "" without one.
+  std::string AssignmentDebugString() const;
+  // Per-slot: the planned buffer id (kCpu) or -1.
+  const std::vector<int>& planned_buffer_of() const { return planned_buffer_of_; }
 
   // One line per step: `step 2: extern ember.dot-general %5 reads [s1,s3] writes [s4]`.
   std::string DebugString() const;
@@ -125,6 +181,10 @@ class Executable {
   std::vector<Shape> parameter_shapes_;
   std::vector<int> output_slots_;
   std::vector<std::string> slot_names_;  // for DebugString: "%5" / "%5.1" / "out0"
+  std::shared_ptr<const BufferAssignment> assignment_;
+  // slot -> buffer id in assignment_ if the slot is planned raw storage, else -1.
+  std::vector<int> planned_buffer_of_;
+  std::vector<int64_t> planned_bytes_;  // buffer id -> bytes (planned buffers only > 0)
 };
 
 // Partitions a (verified) graph into steps. Nodes no output depends on are

@@ -1,0 +1,317 @@
+// Native kernel steps (Backend::kCpu): results equal the interpreter,
+// fallback of unsupported nodes, data errors as OutOfRange naming step and
+// node, donation, concurrency, the runtime thread pool, the executable
+// cache and EMBER_DEBUG_DIR dumps.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "ember/eval/interpreter.h"
+#include "ember/ir/hash.h"
+#include "ember/ir/text.h"
+#include "ember/runtime/executable.h"
+#include "ember/runtime/executable_cache.h"
+#include "ember/runtime/thread_pool.h"
+#include "passes/random_graph.h"
+
+namespace ember {
+namespace {
+
+CompileOptions CpuOptions(bool optimize = false) {
+  CompileOptions o;
+  o.backend = Backend::kCpu;
+  o.codegen.fast = true;
+  o.optimize = optimize;
+  return o;
+}
+
+Graph Parse(const std::string& text) {
+  auto g = ParseGraph(text);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? std::move(g).value() : Graph();
+}
+
+void ExpectSame(const std::vector<Literal>& got, const std::vector<Literal>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    std::string why;
+    EXPECT_TRUE(fuzz::BitIdentical(got[i], want[i], &why)) << "output " << i << ": " << why;
+  }
+}
+
+constexpr char kSoftmaxAndArgmax[] = R"(graph main(%p0: f32[8,33], %p1: f32[8,33]) {
+  %0 = f32[8,33] parameter(0)
+  %1 = f32[8,33] parameter(1)
+  %2 = f32[8,33] multiply(%0, %1)
+  %3 = f32[8] reduce(%2), dimensions={1}, to_apply=maximum
+  %4 = f32[8,33] broadcast-in-dim(%3), dimensions={0}
+  %5 = f32[8,33] subtract(%2, %4)
+  %6 = f32[8,33] exponential(%5)
+  %7 = f32[8] reduce(%6), dimensions={1}, to_apply=add
+  %8 = f32[8,33] broadcast-in-dim(%7), dimensions={0}
+  %9 = f32[8,33] divide(%6, %8)
+  %10 = s32[8] argmax(%9), dimension=1
+  %11 = s32[8] add(%10, %10)
+  ROOT (%9, %11)
+})";
+
+TEST(KernelSteps, MixedGraphMatchesInterpreterWithAndWithoutFusionPipeline) {
+  Graph g = Parse(kSoftmaxAndArgmax);
+  std::mt19937_64 rng(7);
+  auto args = fuzz::RandomArguments(g, rng);
+  auto want = Evaluate(g, args);
+  ASSERT_TRUE(want.ok());
+  for (bool optimize : {false, true}) {
+    auto exe = Compile(g, CpuOptions(optimize));
+    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+    int kernels = 0, interpreted = 0;
+    for (const Step& s : exe->steps()) {
+      kernels += s.kind == StepKind::kKernel;
+      interpreted += s.kind == StepKind::kInterpret;
+    }
+    EXPECT_GE(kernels, 2) << exe->DebugString();
+    EXPECT_GE(interpreted, 1) << exe->DebugString();  // argmax is not generated
+    auto got = exe->RunLiterals(args);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectSame(*got, *want);
+  }
+}
+
+TEST(KernelSteps, IntegerDivisionByZeroIsOutOfRangeNamingStepAndNode) {
+  Graph g = Parse(R"(graph main(%p0: s32[4], %p1: s32[4]) {
+  %0 = s32[4] parameter(0)
+  %1 = s32[4] parameter(1)
+  %2 = s32[4] negate(%1)
+  %3 = s32[4] divide(%0, %2)
+  ROOT (%3)
+})");
+  auto exe = Compile(g, CpuOptions());
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  ASSERT_EQ(exe->steps().size(), 1u);
+  ASSERT_EQ(exe->steps()[0].kind, StepKind::kKernel);
+  auto r = exe->RunLiterals({Literal::FromInts(Shape(DType::kS32, {4}), {1, 2, 3, 4}),
+                             Literal::FromInts(Shape(DType::kS32, {4}), {1, 0, 1, 1})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(r.status().message().find("step 0 (kernel ember_fused_"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("divide %3: integer division by zero"), std::string::npos)
+      << r.status().message();
+  // Through the fusion pipeline: the step names the fusion node.
+  auto fused = Compile(g, CpuOptions(true));
+  ASSERT_TRUE(fused.ok());
+  r = fused->RunLiterals({Literal::FromInts(Shape(DType::kS32, {4}), {1, 2, 3, 4}),
+                          Literal::FromInts(Shape(DType::kS32, {4}), {0, 0, 0, 0})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(r.status().message().find("integer division by zero"), std::string::npos);
+  EXPECT_NE(r.status().message().find("step "), std::string::npos);
+}
+
+TEST(KernelSteps, UnsupportedNodesStayInterpretedAndAreLogged) {
+  Graph g = Parse(R"(graph main(%p0: f32[4]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4] sine(%0)
+  %2 = (f32[4], f32[4]) tuple(%1, %0)
+  %3 = f32[4] get-tuple-element(%2), index=0
+  ROOT (%3)
+})");
+  setenv("EMBER_LOG", "runtime", 1);
+  auto exe = Compile(g, CpuOptions());
+  unsetenv("EMBER_LOG");
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  ASSERT_EQ(exe->steps().size(), 2u) << exe->DebugString();
+  EXPECT_EQ(exe->steps()[0].kind, StepKind::kKernel);
+  EXPECT_EQ(exe->steps()[1].kind, StepKind::kInterpret);
+  std::mt19937_64 rng(1);
+  auto args = fuzz::RandomArguments(g, rng);
+  ExpectSame(exe->RunLiterals(args).value(), Evaluate(g, args).value());
+}
+
+TEST(KernelSteps, DonationWithKernelSteps) {
+  Graph g = Parse(R"(graph main(%p0: f32[16], %p1: f32[16]) {
+  %0 = f32[16] parameter(0)
+  %1 = f32[16] parameter(1)
+  %2 = f32[16] multiply(%0, %1)
+  %3 = f32[16] add(%2, %0)
+  ROOT (%3, %2)
+  ALIAS {0: 0}
+})");
+  auto exe = Compile(g, CpuOptions(true));
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  std::mt19937_64 rng(3);
+  auto args = fuzz::RandomArguments(g, rng);
+  auto want = Evaluate(g, args).value();
+  BufferRef a = Buffer::FromLiteral(args[0]), b = Buffer::FromLiteral(args[1]);
+  ExecuteOptions donate;
+  donate.donated = {true, false};
+  auto out = exe->Run({a, b}, donate);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0], a);  // written into the donated buffer
+  ExpectSame({(*out)[0]->literal(), (*out)[1]->literal()}, want);
+  std::string why;
+  EXPECT_TRUE(fuzz::BitIdentical(b->literal(), args[1], &why)) << why;
+}
+
+TEST(KernelSteps, ConcurrentRunsShareOneExecutable) {
+  Graph g = Parse(kSoftmaxAndArgmax);
+  auto exe = Compile(g, CpuOptions(true));
+  ASSERT_TRUE(exe.ok());
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      std::mt19937_64 rng(100 + t);
+      for (int i = 0; i < 10; ++i) {
+        auto args = fuzz::RandomArguments(g, rng);
+        auto got = exe->RunLiterals(args);
+        auto want = Evaluate(g, args);
+        if (!got.ok() || !want.ok()) {
+          ++bad;
+          continue;
+        }
+        for (size_t k = 0; k < got->size(); ++k) bad += !fuzz::BitIdentical((*got)[k], (*want)[k]);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(ThreadPool, CoversTheRangeOnceAndNests) {
+  ThreadPool pool(3);
+  EXPECT_EQ(pool.num_threads(), 3);
+  std::vector<std::atomic<int>> hits(10007);
+  for (auto& h : hits) h = 0;
+  std::atomic<int> chunks{0};
+  pool.ParallelFor(0, 10007, 100, [&](int64_t b, int64_t e) {
+    ++chunks;
+    for (int64_t i = b; i < e; ++i) ++hits[i];
+    // Nested: runs serially on this thread, no deadlock.
+    pool.ParallelFor(0, 10, 1, [&](int64_t, int64_t) {});
+  });
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  EXPECT_LE(chunks.load(), 3);
+  EXPECT_GE(chunks.load(), 2);
+  // Small ranges (below the grain) run as one chunk; empty ranges not at all.
+  chunks = 0;
+  pool.ParallelFor(5, 9, 100, [&](int64_t b, int64_t e) {
+    ++chunks;
+    EXPECT_EQ(b, 5);
+    EXPECT_EQ(e, 9);
+  });
+  pool.ParallelFor(3, 3, 1, [&](int64_t, int64_t) { ++chunks; });
+  EXPECT_EQ(chunks.load(), 1);
+  // Calls from several threads at once.
+  std::atomic<int64_t> sum{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        pool.ParallelFor(0, 1000, 10, [&](int64_t b, int64_t e) { sum += e - b; });
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(sum.load(), 4 * 50 * 1000);
+}
+
+TEST(ThreadPool, RuntimeParallelForCanBeReplaced) {
+  std::atomic<int> calls{0};
+  SetRuntimeParallelFor([&](int64_t b, int64_t e, int64_t, const std::function<void(int64_t, int64_t)>& body) {
+    ++calls;
+    body(b, e);
+  });
+  Graph g = Parse(R"(graph main(%p0: f32[64]) {
+  %0 = f32[64] parameter(0)
+  %1 = f32[64] exponential(%0)
+  ROOT (%1)
+})");
+  auto exe = Compile(g, CpuOptions());
+  ASSERT_TRUE(exe.ok());
+  std::mt19937_64 rng(5);
+  auto args = fuzz::RandomArguments(g, rng);
+  ExpectSame(exe->RunLiterals(args).value(), Evaluate(g, args).value());
+  SetRuntimeParallelFor(nullptr);
+  EXPECT_GE(calls.load(), 1);
+  EXPECT_GE(DefaultNumThreads(), 1);
+}
+
+TEST(ExecutableCache, HitsComparesTextAndCounts) {
+  ExecutableCache cache;
+  Graph g = Parse(kSoftmaxAndArgmax);
+  auto a = cache.GetOrCompile(g, CpuOptions());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = cache.GetOrCompile(Parse(kSoftmaxAndArgmax), CpuOptions());
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a->get(), b->get());
+  EXPECT_EQ(cache.stats().hits, 1);
+  EXPECT_EQ(cache.stats().misses, 1);
+  // Other options: another entry.
+  auto c = cache.GetOrCompile(g, CompileOptions{});
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(a->get(), c->get());
+  EXPECT_EQ(cache.stats().misses, 2);
+  // A forced hash collision is never trusted: the text differs, so it compiles.
+  cache.SetKeyFunctionForTesting([](const Graph&, const CompileOptions&) { return "same"; });
+  Graph g2 = Parse(R"(graph main(%p0: f32[4]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4] negate(%0)
+  ROOT (%1)
+})");
+  auto d = cache.GetOrCompile(g, CpuOptions());
+  auto e = cache.GetOrCompile(g2, CpuOptions());
+  ASSERT_TRUE(d.ok() && e.ok());
+  EXPECT_NE(d->get(), e->get());
+  EXPECT_EQ(&(*e)->graph() == &(*d)->graph(), false);
+  EXPECT_EQ(cache.stats().collisions, 1);
+  auto f = cache.GetOrCompile(g2, CpuOptions());
+  EXPECT_EQ(f->get(), e->get());
+  EXPECT_EQ(cache.stats().hits, 2);
+  // Compile errors are returned, not cached.
+  Graph bad = Parse(R"(graph main(%p0: f32[4]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4] custom-call(%0), call_target_name="no.such.kernel"
+  ROOT (%1)
+})");
+  cache.SetKeyFunctionForTesting(nullptr);
+  EXPECT_EQ(cache.GetOrCompile(bad, CpuOptions()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cache.GetOrCompile(bad, CpuOptions()).status().code(), StatusCode::kNotFound);
+}
+
+TEST(DebugDir, WritesBeforeAfterAndKernelSources) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("ember-debug-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  setenv("EMBER_DEBUG_DIR", dir.c_str(), 1);
+  Graph g = Parse(kSoftmaxAndArgmax);
+  auto exe = Compile(g, CpuOptions(true));
+  unsetenv("EMBER_DEBUG_DIR");
+  ASSERT_TRUE(exe.ok());
+  const std::string h = HashGraph(g).ToString();
+  ASSERT_TRUE(fs::exists(dir / (h + ".before.ir")));
+  ASSERT_TRUE(fs::exists(dir / (h + ".after.ir")));
+  std::ifstream before(dir / (h + ".before.ir"));
+  std::string text((std::istreambuf_iterator<char>(before)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, PrintGraph(g));
+  int sources = 0, stray = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(h + ".ember_fused_", 0) == 0 && e.path().extension() == ".cc") ++sources;
+    if (name.find(".tmp.") != std::string::npos) ++stray;
+  }
+  int kernels = 0;
+  for (const Step& s : exe->steps()) kernels += s.kind == StepKind::kKernel;
+  EXPECT_EQ(sources, kernels);
+  EXPECT_EQ(stray, 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ember
