@@ -80,6 +80,25 @@ struct PinnedAllocator final : c10::Allocator {
 };
 }  // namespace
 
+namespace {
+// Allocator for storages created directly on ember (torch.UntypedStorage(n, device="ember"),
+// storage clones): host memory, counted, with an ember device tag. Without one, torch
+// dereferences a null allocator.
+struct StorageAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    void* p = n ? c10::alloc_cpu(n) : nullptr;
+    auto* b = new Block{p, n};
+    note_alloc(static_cast<int64_t>(n));
+    return {p, b, &delete_block, ember_device()};
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+StorageAllocator g_storage_allocator;
+}  // namespace
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_storage_allocator);
+
 c10::Allocator* device_allocator() {
   static DeviceAllocator a;
   return &a;

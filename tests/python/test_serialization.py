@@ -118,3 +118,14 @@ def test_optimizer_state_dict_roundtrip():
     for k in s1:
         for name in ("exp_avg", "exp_avg_sq"):
             close(s2[k][name], s1[k][name].cpu())
+
+
+def test_storage_level_ops_raise_instead_of_crashing():
+    import pytest
+
+    t = torch.arange(6.0).to(DEV)
+    for f in [lambda: copy.deepcopy(t.untyped_storage()), lambda: t.untyped_storage().clone(),
+              lambda: t.untyped_storage().cpu(), lambda: t.untyped_storage().tolist()]:
+        with pytest.raises(RuntimeError):
+            f()
+    close(t, torch.arange(6.0))
