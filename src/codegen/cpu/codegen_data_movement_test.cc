@@ -73,6 +73,28 @@ TEST(CodegenDataMovement, S32) { CheckDataMovement(DType::kS32); }
 TEST(CodegenDataMovement, BF16) { CheckDataMovement(DType::kBF16); }
 TEST(CodegenDataMovement, Pred) { CheckDataMovement(DType::kPred); }
 
+TEST(CodegenDataMovement, GetTupleElementOfTupleForwards) {
+  TempDir dir;
+  std::mt19937_64 rng(12);
+  Shape s(DType::kF32, {6});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, s);
+  NodeId y = b.Parameter(1, s);
+  NodeId t = b.Tuple({x, b.Negate(y)});
+  b.SetOutputs({b.Add(b.GetTupleElement(t, 1), x), b.GetTupleElement(t, 0)});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ExpectMatchesInterpreter(*g, {RandomLiteral(s, rng), RandomLiteral(s, rng)},
+                           FastOptions(dir.path()));
+  // A tuple as an output is not supported.
+  GraphBuilder c;
+  NodeId p = c.Parameter(0, s);
+  c.SetOutputs({c.Tuple({p, p})});
+  auto gc = c.Build();
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(EmitKernelSource(*gc).status().code(), StatusCode::kUnimplemented);
+}
+
 TEST(CodegenDataMovement, OutputIsAParameterOrConstant) {
   TempDir dir;
   GraphBuilder b;

@@ -65,6 +65,7 @@ bool SupportedOp(OpKind op) {
     case OpKind::kBroadcastInDim: case OpKind::kReshape: case OpKind::kTranspose:
     case OpKind::kSlice: case OpKind::kReverse: case OpKind::kConcatenate: case OpKind::kPad:
     case OpKind::kReduce:
+    case OpKind::kTuple: case OpKind::kGetTupleElement:  // tuple only as gte's operand
       return true;
     default:
       return false;
@@ -594,10 +595,25 @@ class KernelEmitter {
 }  // namespace
 
 Status CheckKernelSupported(const Graph& g) {
+  const auto users = g.ComputeUsers();
   for (const Node& n : g.nodes()) {
     if (!SupportedOp(n.op)) {
       return Unimplemented("cpu codegen: ", OpName(n.op), " %", n.id,
                            " is not supported by the tier-1 code generator");
+    }
+    if (n.op == OpKind::kTuple) {
+      // Only as the operand of get-tuple-element (which forwards the element).
+      bool ok = std::find(g.outputs().begin(), g.outputs().end(), n.id) == g.outputs().end();
+      for (NodeId u : users[n.id]) ok &= g.node(u).op == OpKind::kGetTupleElement;
+      if (!ok) {
+        return Unimplemented("cpu codegen: tuple %", n.id,
+                             " is used other than by get-tuple-element");
+      }
+      continue;
+    }
+    if (n.op == OpKind::kGetTupleElement && g.node(n.operands[0]).op != OpKind::kTuple) {
+      return Unimplemented("cpu codegen: get-tuple-element %", n.id, " of ",
+                           OpName(g.node(n.operands[0]).op));
     }
     if (n.shape.is_tuple() || IsComplex(n.shape.dtype())) {
       return Unimplemented("cpu codegen: ", OpName(n.op), " %", n.id, " has result ",
@@ -605,7 +621,7 @@ Status CheckKernelSupported(const Graph& g) {
     }
     for (NodeId o : n.operands) {
       const Shape& s = g.node(o).shape;
-      if (s.is_tuple() || IsComplex(s.dtype())) {
+      if ((s.is_tuple() && n.op != OpKind::kGetTupleElement) || (!s.is_tuple() && IsComplex(s.dtype()))) {
         return Unimplemented("cpu codegen: ", OpName(n.op), " %", n.id, " has operand ",
                              s.ToString());
       }
@@ -637,7 +653,10 @@ std::string KernelName(const Graph& g, int kernel_index) {
   std::vector<std::string> ops;
   bool more = false;
   for (const Node& n : g.nodes()) {
-    if (n.op == OpKind::kParameter || n.op == OpKind::kConstant) continue;
+    if (n.op == OpKind::kParameter || n.op == OpKind::kConstant || n.op == OpKind::kTuple ||
+        n.op == OpKind::kGetTupleElement) {
+      continue;
+    }
     std::string s = ShortOpName(n.op);
     if (std::find(ops.begin(), ops.end(), s) != ops.end()) continue;
     if (ops.size() == 6) {

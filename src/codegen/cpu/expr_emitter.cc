@@ -237,6 +237,10 @@ ExprEmitter::Val ExprEmitter::EmitUncached(const Node& n, const Index& idx) {
     case OpKind::kSlice:
     case OpKind::kReverse:
       return Emit(n.operands[0], OperandIndex(n, idx));
+    case OpKind::kGetTupleElement: {
+      const Node& t = g_.node(n.operands[0]);  // a tuple (CheckKernelSupported)
+      return Emit(t.operands[n.attrs.GetInt("index")], idx);
+    }
     case OpKind::kConcatenate:
       return EmitConcatenate(n, idx);
     case OpKind::kPad:
