@@ -218,6 +218,52 @@ void ExpectParseError(const std::string& text, const std::string& where,
   EXPECT_NE(g.status().message().find(what), std::string::npos) << g.status().ToString();
 }
 
+TEST(FusionIrTest, OddBodyNamesRoundTrip) {
+  for (const char* name : {"nan", "inf", "", "with space", "graph", "ROOT"}) {
+    SCOPED_TRACE(name);
+    Graph g = MainCalling(MulAddBody(name));
+    std::string text = PrintGraph(g);
+    auto parsed = ParseGraph(text);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString() << "\n" << text;
+    EXPECT_EQ(PrintGraph(*parsed), text);
+    EXPECT_EQ(HashGraph(*parsed), HashGraph(g));
+  }
+}
+
+TEST(FusionIrTest, NestingIsBounded) {
+  // Text: graph i calls graph i+1, 80 deep.
+  std::string text;
+  for (int i = 0; i < 80; ++i) {
+    text += "graph g" + std::to_string(i) + "(%p0: f32[8]) {\n  %0 = f32[8] parameter(0)\n";
+    if (i + 1 < 80) {
+      text += "  %1 = f32[8] fusion(%0), calls=g" + std::to_string(i + 1) + ", kind=loop\n";
+      text += "  ROOT (%1)\n}\n";
+    } else {
+      text += "  ROOT (%0)\n}\n";
+    }
+  }
+  auto g = ParseGraph(text);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("nested more than 64"), std::string::npos)
+      << g.status().ToString();
+  // Builder: a chain of bodies deeper than 64 fails Verify in Build.
+  auto body = MulAddBody();
+  Status last;
+  for (int depth = 0; depth < 70 && last.ok(); ++depth) {
+    GraphBuilder b("level" + std::to_string(depth));
+    NodeId p0 = b.Parameter(0, kF8);
+    NodeId p1 = b.Parameter(1, kF8);
+    b.SetOutputs({b.Fusion({p0, p1}, body, FusionKind::kLoop)});
+    auto built = b.Build();
+    if (!built.ok()) {
+      last = built.status();
+      break;
+    }
+    body = std::make_shared<const Graph>(std::move(built).value());
+  }
+  EXPECT_NE(last.message().find("nested more than 64"), std::string::npos) << last.ToString();
+}
+
 TEST(FusionIrTest, ParseErrors) {
   ExpectParseError(R"(graph main(%p0: f32[8]) {
   %0 = f32[8] parameter(0)

@@ -807,11 +807,12 @@ class Parser {
     EMBER_RETURN_IF_ERROR(ParseAttrs(attrs));
     std::shared_ptr<const Graph> called;
     if (*op == OpKind::kFusion) {
-      const AttrValue* calls = attrs.Find("calls");
-      if (!calls || !calls_tok_ || !std::holds_alternative<std::string>(*calls)) {
+      // The name is the token as written (so `calls=nan` names a graph).
+      if (!attrs.Has("calls") || !calls_tok_ ||
+          (calls_tok_->kind != TokKind::kIdent && calls_tok_->kind != TokKind::kString)) {
         return Err(calls_tok_ ? *calls_tok_ : op_tok, "a fusion needs calls=GRAPH_NAME");
       }
-      EMBER_ASSIGN_OR_RETURN(called, ResolveCall(*calls_tok_, std::get<std::string>(*calls)));
+      EMBER_ASSIGN_OR_RETURN(called, ResolveCall(*calls_tok_, calls_tok_->text));
       attrs.Erase("calls");
     }
     std::string metadata;
