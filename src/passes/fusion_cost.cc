@@ -104,7 +104,8 @@ FusionDecision CanFuseReduceResult(const Graph& g, NodeId reduce,
 
 FusionDecision CanRecompute(const Node& p, double evaluations) {
   const double elems = static_cast<double>(Elements(p.shape));
-  if (!IsExpensive(p) || evaluations <= elems) return FusionDecision::Yes();
+  // The tolerance absorbs rounding in the evaluation counts (doubles).
+  if (!IsExpensive(p) || evaluations <= elems * (1 + 1e-9)) return FusionDecision::Yes();
   std::ostringstream os;
   os << "expensive producer " << Label(p) << " would be evaluated " << evaluations
      << " times for " << elems << " elements (replicated by a broadcast in the fusion)";
