@@ -9,7 +9,6 @@ separately.
     python bench/tracing_overhead.py [--ops 1000] [--reps 5] [--numel 256]
 """
 import argparse
-import statistics
 import time
 
 import torch
@@ -63,9 +62,9 @@ def main():
         sync_times.append(t)
         del out
     c = ember.metrics.counters()
-    meta = statistics.median(meta_times)
-    trace = statistics.median(trace_times)
-    sync = statistics.median(sync_times)
+    meta = min(meta_times)  # min: the machine is shared, noise only adds time
+    trace = min(trace_times)
+    sync = min(sync_times)
     print(f"ops per graph           {n}")
     print(f"meta device             {meta / n * 1e6:8.2f} us/op")
     print(f"ember tracing           {trace / n * 1e6:8.2f} us/op")

@@ -1,5 +1,7 @@
 // ember._C: Python bindings (pybind11 as shipped inside torch).
 #include <torch/extension.h>
+
+#include <unordered_map>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Generator.h>
 
@@ -24,24 +26,48 @@ bool is_internal(const char* file) {
   return file[0] == '<';  // <frozen ...>, <string> helpers
 }
 
-// The innermost Python frame outside torch and ember: "file:line".
+// The innermost Python frame outside torch and ember: "file:line". Called for every
+// traced op, so per-code-object results are cached: whether a code object is internal,
+// and the text for each (code object, instruction offset). Cached code objects are
+// kept alive (a bounded set: the functions that trace ops), so addresses never recycle.
+struct CodeInfo {
+  bool internal = false;
+  std::string file;
+  std::unordered_map<int, std::string> lines;  // lasti -> "file:line"
+};
+std::unordered_map<PyCodeObject*, CodeInfo>* g_code_cache = nullptr;
+
 std::string python_source() {
   if (!Py_IsInitialized()) return "";
   py::gil_scoped_acquire gil;
+  if (!g_code_cache) g_code_cache = new std::unordered_map<PyCodeObject*, CodeInfo>();
   PyFrameObject* f = PyEval_GetFrame();
   if (!f) return "";
   Py_INCREF(f);
   std::string out;
   while (f) {
-    PyCodeObject* code = PyFrame_GetCode(f);
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    if (file && !is_internal(file)) {
-      out = std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(f));
-      Py_DECREF(code);
+    PyCodeObject* code = PyFrame_GetCode(f);  // new reference
+    auto it = g_code_cache->find(code);
+    if (it == g_code_cache->end()) {
+      CodeInfo info;
+      const char* file = PyUnicode_AsUTF8(code->co_filename);
+      info.file = file ? file : "?";
+      info.internal = !file || is_internal(file);
+      Py_INCREF(code);  // kept alive by the cache
+      it = g_code_cache->emplace(code, std::move(info)).first;
+    }
+    Py_DECREF(code);
+    if (!it->second.internal) {
+      int lasti = PyFrame_GetLasti(f);
+      auto& lines = it->second.lines;
+      auto lt = lines.find(lasti);
+      if (lt == lines.end()) {
+        lt = lines.emplace(lasti, it->second.file + ":" + std::to_string(PyFrame_GetLineNumber(f))).first;
+      }
+      out = lt->second;
       Py_DECREF(f);
       break;
     }
-    Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(f);
     Py_DECREF(f);
     f = back;
