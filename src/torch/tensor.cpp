@@ -787,9 +787,12 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
                     schema.arguments()[i].name(), "' of ", schema.name(), ")");
         auto h = std::make_shared<Node>();
         h->kind = NodeKind::kHost;
-        h->data = t.dim() == 0 ? t.clone() : t.clone(at::MemoryFormat::Preserve);
+        // Wrapped numbers are temporaries made by the argument parser, never visible to
+        // the user: no snapshot needed. Other CPU tensors may be mutated later: copy.
         if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
-          h->data.unsafeGetTensorImpl()->set_wrapped_number(true);
+          h->data = t;
+        } else {
+          h->data = t.dim() == 0 ? t.clone() : t.clone(at::MemoryFormat::Preserve);
         }
         h->outputs.push_back(meta_of(h->data));
         h->output_is_view.push_back(false);
