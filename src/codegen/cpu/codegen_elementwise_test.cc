@@ -249,6 +249,36 @@ TEST(CodegenElementwise, FusedChainNeedsNoBuffersAndRunsInParallel) {
   ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()), ThreadParallelFor(4));
 }
 
+TEST(CodegenElementwise, TooDeepKernelIsUnimplementedNotACrash) {
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, Shape(DType::kF32, {4}));
+  for (int i = 0; i < 10005; ++i) x = b.Negate(x);
+  b.SetOutputs({x});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok());
+  auto src = EmitKernelSource(*g);
+  ASSERT_FALSE(src.ok());
+  EXPECT_EQ(src.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(src.status().message().find("split the kernel"), std::string::npos);
+}
+
+// 3000 levels: emitted on the big-stack thread, compiled, and still exact.
+TEST(CodegenElementwise, DeepChainIsEmittedOnABigStack) {
+  TempDir dir;
+  std::mt19937_64 rng(8);
+  Shape s(DType::kF32, {3, 5});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, s);
+  NodeId y = x;
+  for (int i = 0; i < 1000; ++i) {
+    y = b.Transpose(b.Negate(b.Transpose(y, {1, 0})), {1, 0});
+  }
+  b.SetOutputs({b.Add(y, x)});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok());
+  ExpectMatchesInterpreter(*g, {RandomLiteral(s, rng)}, FastOptions(dir.path()));
+}
+
 TEST(CodegenElementwise, UnsupportedOpIsUnimplemented) {
   GraphBuilder b;
   NodeId x = b.Parameter(0, Shape(DType::kF32, {4, 4}));

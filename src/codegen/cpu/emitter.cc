@@ -4,6 +4,8 @@
 // phases as vectorizable row loops) and the exported entry function.
 #include "codegen/cpu/emitter.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -23,6 +25,13 @@ constexpr int64_t kGrainWork = 1 << 14;
 constexpr int kLanes32 = 16;
 constexpr int kLanes64 = 8;
 constexpr int kBlocksPerChunk = 16;
+// Longest operand chain a kernel may have: emission recurses along it, so
+// deeper graphs are refused (Unimplemented). Kernels deeper than
+// kInlineEmitDepth are emitted on a thread with a kEmitStackBytes stack
+// (a level takes up to ~6 KB of stack under ASan).
+constexpr int kMaxKernelDepth = 10000;
+constexpr int kInlineEmitDepth = 200;
+constexpr size_t kEmitStackBytes = size_t{256} << 20;
 // Float reductions of at most this many elements replicate the interpreter's
 // pairwise order exactly (see ExactTreeReduce).
 constexpr int64_t kExactTreeMax = 128;
@@ -646,8 +655,42 @@ Status CheckKernelSupported(const Graph& g) {
   for (NodeId o : g.outputs()) {
     if (g.node(o).shape.is_tuple()) return Unimplemented("cpu codegen: tuple output %", o);
   }
+  std::vector<int> depth(g.num_nodes(), 0);
+  for (const Node& n : g.nodes()) {
+    for (NodeId o : n.operands) depth[n.id] = std::max(depth[n.id], depth[o] + 1);
+    if (depth[n.id] > kMaxKernelDepth) {
+      return Unimplemented("cpu codegen: ", OpName(n.op), " %", n.id, " is more than ",
+                           kMaxKernelDepth, " ops deep; split the kernel");
+    }
+  }
   return OkStatus();
 }
+
+namespace {
+
+int MaxDepth(const Graph& g) {
+  std::vector<int> depth(g.num_nodes(), 0);
+  int max_depth = 0;
+  for (const Node& n : g.nodes()) {
+    for (NodeId o : n.operands) depth[n.id] = std::max(depth[n.id], depth[o] + 1);
+    max_depth = std::max(max_depth, depth[n.id]);
+  }
+  return max_depth;
+}
+
+struct EmitJob {
+  const Graph* g;
+  int kernel_index;
+  StatusOr<KernelSource> result = Status(StatusCode::kInternal, "emission did not run");
+};
+
+void* RunEmitJob(void* p) {
+  auto* job = static_cast<EmitJob*>(p);
+  job->result = KernelEmitter(*job->g, job->kernel_index).Emit();
+  return nullptr;
+}
+
+}  // namespace
 
 std::string KernelName(const Graph& g, int kernel_index) {
   std::vector<std::string> ops;
@@ -673,7 +716,22 @@ std::string KernelName(const Graph& g, int kernel_index) {
 }
 
 StatusOr<KernelSource> EmitKernelSource(const Graph& g, int kernel_index) {
-  return KernelEmitter(g, kernel_index).Emit();
+  if (MaxDepth(g) <= kInlineEmitDepth) return KernelEmitter(g, kernel_index).Emit();
+  // Deep kernel: emit on a thread with a large stack (reserved, touched only
+  // as deep as the recursion goes).
+  EmitJob job{&g, kernel_index};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kEmitStackBytes);
+  pthread_t thread;
+  const int rc = pthread_create(&thread, &attr, &RunEmitJob, &job);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    return ResourceExhausted("cpu codegen: cannot start an emitter thread for a kernel ",
+                             MaxDepth(g), " ops deep");
+  }
+  pthread_join(thread, nullptr);
+  return std::move(job.result);
 }
 
 }  // namespace ember::codegen
