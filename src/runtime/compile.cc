@@ -247,15 +247,9 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   const Graph* gp = &given;
   if (options.optimize) {
     optimized = given;
-    EMBER_RETURN_IF_ERROR(DefaultPipeline().Run(optimized).status());
-    if (options.backend == Backend::kCpu) {
-      auto fusion = CreatePass("fusion");
-      if (fusion.ok()) {
-        auto changed = (*fusion)->Run(optimized);
-        if (!changed.ok()) return changed.status();
-        EMBER_RETURN_IF_ERROR(Verify(optimized));
-      }
-    }
+    const Pipeline pipeline =
+        options.backend == Backend::kCpu ? CpuPipeline() : DefaultPipeline();
+    EMBER_RETURN_IF_ERROR(pipeline.Run(optimized).status());
     gp = &optimized;
   }
   const Graph& g = *gp;

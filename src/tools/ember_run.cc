@@ -7,7 +7,7 @@
 // --backend=interpreter (default) runs the reference interpreter;
 // --backend=runtime compiles the graph into a runtime Executable (extern
 // steps + interpreted subgraphs) and runs that; --backend=cpu optimizes the
-// graph (DefaultPipeline, then the fusion pass when it exists) and runs it
+// graph (CpuPipeline: the default passes, then fusion) and runs it
 // through native kernels (CPU code generation; unsupported parts stay
 // interpreted). --print-steps prints the executable's steps (and, for cpu,
 // its buffer assignment). --fast compiles kernels at -O1. --input=I:... gives the row-major values of parameter I

@@ -134,9 +134,9 @@ struct CompileOptions {
   codegen::CodegenOptions codegen;
   // Up to this many system-compiler runs at once (<= 0: hardware concurrency).
   int max_parallel_compiles = 0;
-  // Run the optimization pipeline on the graph first: CpuPipeline-like
-  // (DefaultPipeline, then the `fusion` pass if it is registered) for kCpu,
-  // DefaultPipeline for kInterpreter.
+  // Run the optimization pipeline on the graph first: CpuPipeline() (the
+  // DefaultPipeline passes, then fusion) for kCpu, DefaultPipeline() for
+  // kInterpreter.
   bool optimize = false;
 };
 
