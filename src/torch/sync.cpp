@@ -205,6 +205,7 @@ void build_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Graph& g)
 
 // ---------------------------------------------------------------- executable
 struct Step {
+  explicit Step(c10::OperatorHandle o) : op(std::move(o)) {}
   c10::OperatorHandle op;
   std::optional<c10::OperatorHandle> out_op;  // `.out` overload writing into our buffers
   std::vector<c10::IValue> args;              // template
@@ -294,7 +295,7 @@ std::shared_ptr<Executable> compile(const Graph& g) {
   ex->output_slots = g.output_slots;
   int scalar_idx = 0;
   for (Node* n : g.ops) {
-    Step st{*n->op};
+    Step st(*n->op);
     st.name = n->op->schema().name();
     if (!n->op->schema().overload_name().empty()) st.name += "." + n->op->schema().overload_name();
     st.out_op = find_out_overload(*n->op, *n);
@@ -655,9 +656,6 @@ void sync(const std::string& reason) {
     const Step& st = ex->steps[si];
     const Node* node = g.ops[si];
     bool poisoned = false;
-    for (const auto& refs : st.refs) {
-      (void)refs;
-    }
     for (size_t i = 0; i < st.kinds.size() && !poisoned; ++i) {
       auto k = st.kinds[i];
       if (k == ArgKind::kTensor || k == ArgKind::kTensorList || k == ArgKind::kOptTensorList) {
