@@ -626,6 +626,11 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
   note_fallback(schema.operator_name().name + (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
   std::vector<int> written = written_args(schema);
   std::unordered_set<int> wset(written.begin(), written.end());
+  // An explicit non-ember device argument (ones_like(x, device="cpu")): results stay there.
+  bool foreign_target = false;
+  for (const auto& a : args) {
+    if (a.isDevice() && a.toDevice().type() != kDeviceType) foreign_target = true;
+  }
   bool any_pending = false;
   auto check_pending = [&](const at::Tensor& t) {
     auto* impl = lazy_impl(t);
@@ -644,7 +649,7 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
     auto k = base_kind(schema.arguments()[i].type());
     bool w = wset.count(static_cast<int>(i)) > 0;
     if (a.isDevice()) {
-      cpu.emplace_back(c10::Device(at::kCPU));
+      cpu.emplace_back(a.toDevice().type() == kDeviceType ? c10::Device(at::kCPU) : a.toDevice());
     } else if (k == c10::TypeKind::GeneratorType) {
       std::optional<at::Generator> g;
       if (!a.isNone()) g = a.toGenerator();
@@ -692,8 +697,8 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
       }
       continue;
     }
-    auto to_device = [](const at::Tensor& t) -> at::Tensor {
-      if (!t.defined() || t.device().type() != at::kCPU) return t;
+    auto to_device = [&](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined() || t.device().type() != at::kCPU || foreign_target) return t;
       at::Tensor b = alloc_buffer(t.sizes(), t.strides(), t.scalar_type());
       b.copy_(t);
       return maybe_wrap(make_lazy_data(b));
@@ -725,7 +730,12 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   for (auto& a : args) a = convert_tensors(a, [](const at::Tensor& t) { return unwrap(t); });
 
   std::vector<int> written = written_args(schema);
-  if (is_data_dependent(schema.name()) || has_bool_index(args) || has_limited_dtype(args)) {
+  bool foreign_device = false;
+  for (const auto& a : args) {
+    if (a.isDevice() && a.toDevice().type() != kDeviceType) foreign_device = true;
+  }
+  if (foreign_device || is_data_dependent(schema.name()) || has_bool_index(args) ||
+      has_limited_dtype(args)) {
     run_eager_fallback(op, args, stack);
     return;
   }

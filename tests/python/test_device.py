@@ -225,3 +225,13 @@ def test_mixed_devices_error_like_eager():
     close(d[torch.tensor([0, 2])], torch.ones(2))         # CPU indices, as in eager
     d[0:2] = torch.zeros(2)                               # host -> device copy into a slice
     close(d, torch.tensor([0.0, 0.0, 1.0]))
+
+
+def test_factory_like_ops_with_explicit_cpu_device():
+    d = torch.randn(2, 3).to(DEV)
+    o = torch.ones_like(d, device="cpu")
+    assert o.device.type == "cpu"
+    close(o, torch.ones(2, 3))
+    z = d.new_zeros(4, device="cpu")
+    assert z.device.type == "cpu"
+    assert torch.zeros_like(d).device.type == "ember"
