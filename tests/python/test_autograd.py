@@ -125,3 +125,47 @@ def test_transformer_lm_training_matches_eager():
     for a, b in zip(ref.parameters(), m.parameters()):
         close(b, a.detach(), rtol=1e-4, atol=1e-4)
     assert ember.metrics.counters()["fallbacks"] == {}
+
+
+def test_tied_weights_stay_tied_and_gpt_block_trains():
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+
+    class TinyGPT(nn.Module):
+        def __init__(self, V=32, d=16):
+            super().__init__()
+            self.tok = nn.Embedding(V, d)
+            self.ln1 = nn.LayerNorm(d)
+            self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+            self.head = nn.Linear(d, V, bias=False)
+            self.head.weight = self.tok.weight  # tied
+
+        def forward(self, idx):
+            T = idx.shape[1]
+            mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=idx.device), 1)
+            x = self.tok(idx)
+            h = self.ln1(x)
+            x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+            return self.head(x + self.mlp(x))
+
+    ref = TinyGPT()
+    m = copy.deepcopy(ref).to(DEV)
+    assert m.head.weight is m.tok.weight
+    # SGD: Adam turns the ~0 gradient of the attention key bias (softmax-invariant) into
+    # +-lr steps, amplifying rounding noise; SGD keeps the comparison tight.
+    opts = [torch.optim.SGD(mod.parameters(), lr=0.05, momentum=0.9) for mod in (ref, m)]
+    data = torch.randint(0, 32, (4, 9))
+    ember.metrics.clear()
+    for _ in range(4):
+        for mod, opt, d in [(ref, opts[0], data), (m, opts[1], data.to(DEV))]:
+            loss = F.cross_entropy(mod(d[:, :-1]).reshape(-1, 32), d[:, 1:].reshape(-1))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(mod.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad()
+    for a, b in zip(ref.parameters(), m.parameters()):
+        close(b, a.detach(), rtol=1e-3, atol=1e-4)
+    c = ember.metrics.counters()
+    assert c["fallbacks"] == {} and c["graphs_compiled"] <= 3
