@@ -272,6 +272,15 @@ T PairwiseReduce(ReduceKind k, const T* v, int64_t n) {
   return Combine(k, PairwiseReduce(k, v, half), PairwiseReduce(k, v + half, n - half));
 }
 
+// A reduction as PyTorch defines it: the identity combined with the pairwise
+// result. Only observable for float sums of zeros: sum({-0.0}) is +0.0, as
+// torch.sum gives (-0.0 + +0.0 == +0.0); every other value is unchanged.
+template <typename T>
+T ReduceFromIdentity(ReduceKind k, const T* v, int64_t n) {
+  if (n == 0) return CombinerIdentity<T>(k);
+  return Combine(k, CombinerIdentity<T>(k), PairwiseReduce(k, v, n));
+}
+
 // ---- index iteration ---------------------------------------------------------
 
 // Advances a row-major multi-index over `dims`; returns false after the last.

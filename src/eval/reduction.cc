@@ -73,7 +73,7 @@ StatusOr<Literal> Reduce(const Node& n, const Literal& x) {
       int64_t base = 0;
       for (size_t k = 0; k < idx.size(); ++k) base += idx[k] * kept_strides[k];
       for (int64_t r = 0; r < nred; ++r) buf[r] = A::Load(x.data(), base + red_offsets[r]);
-      A::Store(out.data(), o, PairwiseReduce<T>(kind, buf.get(), nred));
+      A::Store(out.data(), o, ReduceFromIdentity<T>(kind, buf.get(), nred));
       NextIndex(kept_dims, idx);
     }
   });
@@ -192,7 +192,7 @@ StatusOr<Literal> ReduceWindow(const Node& n, const Literal& x) {
         if (inside) buf[count++] = A::Load(x.data(), off);
         NextIndex(win, widx);
       }
-      A::Store(out.data(), o, PairwiseReduce<T>(kind, buf.get(), count));
+      A::Store(out.data(), o, ReduceFromIdentity<T>(kind, buf.get(), count));
       NextIndex(n.shape.dims(), oidx);
     }
   });

@@ -37,6 +37,18 @@ TEST(ReduceTest, SumOverEachDimAndAll) {
   EXPECT_EQ(Doubles(rn), Doubles(x));
 }
 
+// torch.sum starts from +0.0: a sum of -0.0s is +0.0 (also over no dims),
+// while max/min/multiply keep a lone -0.0.
+TEST(ReduceTest, SumOfNegativeZerosIsPositiveZero) {
+  Literal x = F32Lit({2, 3}, {-0.0, -0.0, -0.0, -0.0, -0.0, -0.0});
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{1}, {0, 1}, {}}) {
+    EMBER_ASSERT_OK_AND_ASSIGN(Literal r, ReduceOf(x, dims, ReduceKind::kAdd));
+    for (int64_t i = 0; i < r.num_elements(); ++i) EXPECT_FALSE(std::signbit(r.GetDouble(i)));
+  }
+  EMBER_ASSERT_OK_AND_ASSIGN(Literal m, ReduceOf(x, {1}, ReduceKind::kMaximum));
+  EXPECT_TRUE(std::signbit(m.GetDouble(0)));
+}
+
 TEST(ReduceTest, ThreeDimsNonAdjacent) {
   // x[a][b][c] = a*100 + b*10 + c over [2,3,2]; reduce {0, 2}: sum over a, c.
   std::vector<double> v;

@@ -247,7 +247,9 @@ TEST(BuilderTest, EveryOpHasAShapeRule) {
   for (OpKind op : AllOps()) {
     for (const auto& ops : operand_sets) {
       auto s = InferShape(op, ops, {}, F32({2}), nullptr);
-      if (!s.ok()) EXPECT_NE(s.status().code(), StatusCode::kInternal) << OpName(op);
+      if (!s.ok()) {
+        EXPECT_NE(s.status().code(), StatusCode::kInternal) << OpName(op);
+      }
     }
   }
 }

@@ -228,6 +228,29 @@ TEST(CodegenReduce, EmptyReductionGivesIdentity) {
                            FastOptions(dir.path()));
 }
 
+// A float sum starts from +0.0 as torch.sum does: a sum of -0.0s is +0.0,
+// whatever the path (no reduced dims, the exact small tree, the lane loop).
+TEST(CodegenReduce, SumOfNegativeZerosIsPositiveZero) {
+  TempDir dir;
+  for (int64_t n : {1, 3, 200}) {
+    Shape xs(DType::kF32, {2, n});
+    GraphBuilder b;
+    NodeId x = b.Parameter(0, xs);
+    b.SetOutputs({b.Reduce(x, {1}, ReduceKind::kAdd), b.Reduce(x, {}, ReduceKind::kAdd)});
+    auto g = b.Build();
+    ASSERT_TRUE(g.ok());
+    Literal arg = Literal::FromDoubles(xs, std::vector<double>(2 * n, -0.0));
+    auto k = CompileKernel(*g, FastOptions(dir.path()));
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    auto got = RunKernel(**k, {arg});
+    ASSERT_TRUE(got.ok());
+    for (const Literal& out : *got)
+      for (int64_t i = 0; i < out.num_elements(); ++i)
+        EXPECT_FALSE(std::signbit(out.GetDouble(i))) << "n=" << n << " element " << i;
+    ExpectMatchesInterpreter(*g, {arg}, FastOptions(dir.path()));
+  }
+}
+
 // Integer division by zero inside a reduction's fused input.
 TEST(CodegenReduce, ZeroDivisorInFusedInputIsOutOfRange) {
   TempDir dir;

@@ -81,6 +81,14 @@ bool SupportedOp(OpKind op) {
   }
 }
 
+// The finished value of a non-empty float sum combined with +0.0, as the
+// interpreter (ReduceFromIdentity) and torch.sum do: turns a sum of -0.0s
+// into +0.0 and leaves every other value unchanged.
+std::string FromIdentity(ReduceKind k, DType t, const std::string& v) {
+  if (!IsFloat(t) || k != ReduceKind::kAdd) return v;
+  return "((" + ComputeType(t) + ")0 + (" + v + "))";
+}
+
 std::string Indent(int n) { return std::string(static_cast<size_t>(n) * 2, ' '); }
 
 // "(uint8_t)1"-style identity of a reduction in the accumulator type.
@@ -412,7 +420,7 @@ class KernelEmitter {
       std::string v = e.Value(x, Index::Multi(xix));
       s = BufferDecls(e, 1) + s + FlagDecls(e, 1);
       s += "  for (int64_t o = begin; o < end; ++o) {\n" + kept_decls + e.code();
-      s += "    out[o] = " + StoreExpr(t, v) + ";\n  }\n" + FlagStores(e, 1);
+      s += "    out[o] = " + StoreExpr(t, FromIdentity(kind, t, v)) + ";\n  }\n" + FlagStores(e, 1);
       return s;
     }
     if (IsFloat(t) && nred <= kExactTreeMax) {
@@ -493,7 +501,7 @@ class KernelEmitter {
     } else {
       s += "    const " + ct + " result = acc[0];\n";
     }
-    s += "    out[o] = " + StoreExpr(t, "result") + ";\n";
+    s += "    out[o] = " + StoreExpr(t, FromIdentity(kind, t, "result")) + ";\n";
     s += "  }\n";
     s += FlagStores(full, 1);
     return s;
@@ -550,7 +558,7 @@ class KernelEmitter {
       return Combine(kind, t, lhs, rhs);
     };
     const std::string result = tree(0, total);
-    s += "    out[o] = " + StoreExpr(t, result) + ";\n";
+    s += "    out[o] = " + StoreExpr(t, FromIdentity(kind, t, result)) + ";\n";
     s += "  }\n";
     s += FlagStores(e, 1);
     return s;
