@@ -527,9 +527,22 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
   }
   const auto& rets = schema.returns();
   TORCH_INTERNAL_ASSERT(stack.size() == rets.size());
+  // Backward ops with an output_mask: Meta kernels may return defined tensors where the
+  // CPU kernel returns undefined ones; follow the mask.
+  std::vector<bool> mask;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (schema.arguments()[i].name() == "output_mask" && args[i].isBoolList()) {
+      for (bool b : args[i].toBoolList()) mask.push_back(b);
+    }
+  }
   for (size_t r = 0; r < rets.size(); ++r) {
     const auto* ai = rets[r].alias_info();
     const auto& v = stack[r];
+    if (r < mask.size() && !mask[r] && v.isTensor()) {
+      res->ret_alias_arg.push_back(-1);
+      res->ret_shape.push_back(-2);
+      continue;
+    }
     if (ai && ai->isWrite()) {
       // Find the written argument with the same alias set.
       int arg = -1;
@@ -599,11 +612,20 @@ std::string describe_args(const c10::OperatorHandle& op, const std::vector<c10::
   return os.str();
 }
 
-std::vector<int> written_args(const c10::FunctionSchema& schema) {
+std::vector<int> written_args(const c10::FunctionSchema& schema,
+                              const std::vector<c10::IValue>& args) {
   std::vector<int> w;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto* ai = schema.arguments()[i].alias_info();
     if (ai && ai->isWrite()) w.push_back(static_cast<int>(i));
+  }
+  // native_batch_norm updates running_mean/running_var (args 3, 4) in training mode
+  // although its schema does not say so: treat them as written.
+  if (schema.name() == "aten::native_batch_norm" && args.size() >= 6 && args[5].isBool() &&
+      args[5].toBool()) {
+    for (int i : {3, 4}) {
+      if (args[i].isTensor() && args[i].toTensor().defined()) w.push_back(i);
+    }
   }
   return w;
 }
@@ -624,7 +646,7 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
                         torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   note_fallback(schema.operator_name().name + (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
-  std::vector<int> written = written_args(schema);
+  std::vector<int> written = written_args(schema, args);
   std::unordered_set<int> wset(written.begin(), written.end());
   // An explicit non-ember device argument (ones_like(x, device="cpu")): results stay there.
   bool foreign_target = false;
@@ -708,6 +730,76 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
   for (auto& v : cpu) stack->push_back(std::move(v));
 }
 
+// A view op (detach, t, view, slice, ...) whose operands all hold device data runs
+// right away on the buffers: the result aliases them (zero copy), so reading e.g.
+// `p.detach().cpu()` needs no graph and no sync.
+bool try_eager_view(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
+                    const std::vector<int>& written, const MetaResult& meta,
+                    torch::jit::Stack* stack) {
+  if (!written.empty() || meta.outputs.empty()) return false;
+  for (bool v : meta.is_view) {
+    if (!v) return false;
+  }
+  torch::jit::Stack cpu;
+  bool ok = true;
+  for (const auto& a : args) {
+    if (a.isDevice()) {
+      cpu.emplace_back(c10::Device(at::kCPU));
+      continue;
+    }
+    cpu.push_back(convert_tensors(a, [&](const at::Tensor& t) -> at::Tensor {
+      auto* impl = lazy_impl(t);
+      if (!impl) return t;
+      std::lock_guard<std::mutex> g(state_mutex());
+      const auto& st = *impl->state();
+      if (st.ir || !st.data.defined()) {
+        ok = false;
+        return t;
+      }
+      return st.data;
+    }));
+    if (!ok) return false;
+  }
+  op.callBoxed(&cpu);
+  std::vector<at::Tensor> results;
+  for (const auto& v : cpu) {
+    if (v.isTensor()) {
+      results.push_back(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) results.push_back(t);
+    }
+  }
+  TORCH_INTERNAL_ASSERT(results.size() == meta.outputs.size(), "ember: eager view ",
+                        op.schema().name(), " returned ", results.size(), " tensors");
+  size_t oi = 0;
+  auto wrap = [&]() {
+    at::Tensor r = results[oi];
+    const TensorMeta& m = meta.outputs[oi];
+    ++oi;
+    if (!(meta_of(r) == m)) {  // CPU and Meta disagree: keep the reported layout
+      at::Tensor b = alloc_buffer(m.sizes, m.strides, m.dtype, m.offset);
+      b.copy_(r);
+      r = b;
+    }
+    at::Tensor t = make_lazy_data(r);
+    lazy_impl(t)->state()->is_view = true;
+    return maybe_wrap(t);
+  };
+  for (size_t r = 0; r < meta.ret_shape.size(); ++r) {
+    int shape = meta.ret_shape[r];
+    if (shape == -1) {
+      stack->emplace_back(wrap());
+    } else if (shape == -2) {
+      stack->emplace_back(at::Tensor());
+    } else {
+      c10::List<at::Tensor> l;
+      for (int j = 0; j < shape; ++j) l.push_back(wrap());
+      stack->emplace_back(std::move(l));
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- tracing
@@ -729,7 +821,7 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   // Defensive: functional wrappers should have been unwrapped above us.
   for (auto& a : args) a = convert_tensors(a, [](const at::Tensor& t) { return unwrap(t); });
 
-  std::vector<int> written = written_args(schema);
+  std::vector<int> written = written_args(schema, args);
   bool foreign_device = false;
   for (const auto& a : args) {
     if (a.isDevice() && a.toDevice().type() != kDeviceType) foreign_device = true;
@@ -768,6 +860,8 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
     run_eager_fallback(op, args, stack);
     return;
   }
+
+  if (try_eager_view(op, args, written, *meta, stack)) return;
 
   auto node = std::make_shared<Node>();
   node->kind = NodeKind::kOp;
@@ -1226,6 +1320,49 @@ at::Tensor& copy_functionalize(at::Tensor& self, const at::Tensor& src, bool non
   return self;
 }
 
+// native_batch_norm mutates running_mean/running_var in training mode, but its schema
+// has no alias annotations, so functionalization would treat it as functional and the
+// update would bypass views of the running stats (e.g. a state_dict taken earlier).
+// Functionalize it as eager does: the functional variant, then replace_ + commit_update.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_functionalize(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+    const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
+  namespace fimpl = at::functionalization::impl;
+  auto un = [](const std::optional<at::Tensor>& t) -> std::optional<at::Tensor> {
+    if (!t || !t->defined() || !fimpl::isFunctionalTensor(*t)) return t;
+    fimpl::sync(*t);
+    return fimpl::from_functional_tensor(*t);
+  };
+  auto in = un(input).value();
+  auto w = un(weight), b = un(bias), rm = un(running_mean), rv = un(running_var);
+  bool functional_stats = training && running_mean && running_mean->defined() && running_var &&
+                          running_var->defined() && fimpl::isFunctionalTensor(*running_mean) &&
+                          fimpl::isFunctionalTensor(*running_var);
+  if (!functional_stats) {
+    std::tuple<at::Tensor, at::Tensor, at::Tensor> r;
+    {
+      at::AutoDispatchSkipFunctionalize guard;
+      r = at::native_batch_norm(in, w, b, rm, rv, training, momentum, eps);
+    }
+    return {fimpl::to_functional_tensor(std::get<0>(r)), fimpl::to_functional_tensor(std::get<1>(r)),
+            fimpl::to_functional_tensor(std::get<2>(r))};
+  }
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> r;
+  {
+    at::AutoDispatchSkipFunctionalize guard;
+    r = at::_native_batch_norm_legit_functional(in, w, b, *rm, *rv, training, momentum, eps);
+  }
+  fimpl::replace_(*running_mean, std::get<3>(r));
+  fimpl::commit_update(*running_mean);
+  fimpl::sync(*running_mean);
+  fimpl::replace_(*running_var, std::get<4>(r));
+  fimpl::commit_update(*running_var);
+  fimpl::sync(*running_var);
+  return {fimpl::to_functional_tensor(std::get<0>(r)), fimpl::to_functional_tensor(std::get<1>(r)),
+          fimpl::to_functional_tensor(std::get<2>(r))};
+}
+
 struct SilentWarnings : c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
@@ -1250,6 +1387,7 @@ void register_kernels() {
       SilentWarnings silent;
       c10::WarningUtils::WarningHandlerGuard guard(&silent);
       flib->impl("copy_", TORCH_FN(copy_functionalize));
+      flib->impl("native_batch_norm", TORCH_FN(native_batch_norm_functionalize));
     }
     auto& d = c10::Dispatcher::singleton();
     for (const auto& name : d.getAllOpNames()) {

@@ -141,3 +141,19 @@ def test_contiguous_and_clone_of_views():
     c = d[:, 1:4].clone()
     d.zero_()
     close(c, a[:, 1:4])
+
+
+def test_batchnorm_running_stats_update_in_place_like_eager():
+    torch.manual_seed(0)
+    ref = torch.nn.BatchNorm1d(4)
+    bn = torch.nn.BatchNorm1d(4).to(DEV)
+    x = torch.randn(8, 4)
+    sd_ref, sd = ref.state_dict(), bn.state_dict()  # views of the buffers, as in eager
+    bn(x.to(DEV))
+    ref(x)
+    close(bn.running_mean, ref.running_mean)  # updated at the call, before any sync
+    close(sd["running_var"], sd_ref["running_var"])  # earlier views see the update
+    close(sd["num_batches_tracked"], sd_ref["num_batches_tracked"])
+    bn.eval()
+    ref.eval()
+    close(bn(x.to(DEV)), ref(x), rtol=1e-5, atol=1e-6)
