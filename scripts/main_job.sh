@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# The main job: builds a graph with the C++ API, optimizes it and runs it,
-# printing the graph before and after the passes and the results.
+# The main job: (1) the compiler core from C++: build a graph, optimize it, run
+# it; (2) the product: a training loop on the lazy `ember` device next to eager
+# CPU, from the same weights, with ember's metrics.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec build/ember-example
+echo "== compiler core (build/ember-example)"
+build/ember-example
+echo
+echo "== training on the ember device vs eager (examples/quickstart.py)"
+.venv/bin/python examples/quickstart.py
