@@ -1,7 +1,10 @@
 #include "ember/runtime/buffer.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 namespace ember {
 namespace {
@@ -57,9 +60,83 @@ Buffer::Buffer(Literal value) : value_(std::move(value)), accounted_bytes_(Liter
   g_total_allocations.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+
+// Cache of large array Literals released by Buffers created with
+// Uninitialized(): reused (without zero fill or page faults) by the next
+// Uninitialized() of the same shape.
+constexpr int64_t kMinCachedBytes = 64 * 1024;
+
+struct LiteralCache {
+  std::mutex mu;
+  std::vector<Literal> entries;
+  int64_t bytes = 0;
+};
+
+LiteralCache& Cache() {
+  static LiteralCache* c = new LiteralCache();  // leaked: Buffers may die during exit
+  return *c;
+}
+
+int64_t CacheLimit() {
+  static const int64_t limit = [] {
+    const char* env = std::getenv("EMBER_BUFFER_CACHE_BYTES");
+    return env && *env ? std::max<int64_t>(0, std::strtoll(env, nullptr, 10))
+                       : int64_t{512} << 20;
+  }();
+  return limit;
+}
+
+}  // namespace
+
 Buffer::~Buffer() {
   g_bytes_in_use.fetch_sub(accounted_bytes_, std::memory_order_relaxed);
   g_live_buffers.fetch_sub(1, std::memory_order_relaxed);
+  if (!recyclable_) return;
+  const int64_t b = value_.size_bytes();
+  if (b < kMinCachedBytes || value_.shape().is_tuple()) return;
+  LiteralCache& c = Cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.bytes + b > CacheLimit()) return;
+  c.bytes += b;
+  c.entries.push_back(std::move(value_));
+}
+
+BufferRef Buffer::Uninitialized(const Shape& shape) {
+  if (!shape.is_tuple() && shape.byte_size() >= kMinCachedBytes) {
+    LiteralCache& c = Cache();
+    std::unique_lock<std::mutex> lock(c.mu);
+    for (size_t i = 0; i < c.entries.size(); ++i) {
+      if (c.entries[i].shape() == shape) {
+        Literal lit = std::move(c.entries[i]);
+        c.entries.erase(c.entries.begin() + static_cast<std::ptrdiff_t>(i));
+        c.bytes -= lit.size_bytes();
+        lock.unlock();
+        BufferRef r(new Buffer(std::move(lit)));
+        r->recyclable_ = true;
+        return r;
+      }
+    }
+  }
+  BufferRef r(new Buffer(Literal(shape)));
+  r->recyclable_ = true;
+  return r;
+}
+
+int64_t CachedBufferBytes() {
+  LiteralCache& c = Cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.bytes;
+}
+
+void ClearBufferCache() {
+  LiteralCache& c = Cache();
+  std::vector<Literal> drop;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    drop.swap(c.entries);
+    c.bytes = 0;
+  }
 }
 
 BufferRef Buffer::FromLiteral(Literal value) {

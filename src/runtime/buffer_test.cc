@@ -115,5 +115,33 @@ TEST(BufferTest, CountersAreThreadSafe) {
   EXPECT_EQ(after.total_allocations - before.total_allocations, 8000);
 }
 
+TEST(BufferTest, UninitializedLargeBuffersAreRecycled) {
+  ClearBufferCache();
+  const Shape big(DType::kF32, {1 << 16});  // 256 KiB
+  const void* first = nullptr;
+  {
+    BufferRef a = Buffer::Uninitialized(big);
+    ASSERT_EQ(a->shape(), big);
+    ASSERT_EQ(a->size_bytes(), 1 << 18);
+    first = a->data();
+  }
+  EXPECT_EQ(CachedBufferBytes(), 1 << 18);
+  BufferRef b = Buffer::Uninitialized(big);
+  EXPECT_EQ(b->data(), first);  // the same storage, taken from the cache
+  EXPECT_EQ(CachedBufferBytes(), 0);
+  // Another shape of the same size is not handed that storage; small and
+  // Zeros/FromLiteral buffers are never cached.
+  BufferRef c = Buffer::Uninitialized(Shape(DType::kS32, {1 << 16}));
+  EXPECT_NE(c->data(), b->data());
+  { BufferRef z = Buffer::Zeros(big); }
+  { BufferRef s = Buffer::Uninitialized(Shape(DType::kF32, {16})); }
+  EXPECT_EQ(CachedBufferBytes(), 0);
+  b.reset();
+  c.reset();
+  EXPECT_EQ(CachedBufferBytes(), 2 << 18);
+  ClearBufferCache();
+  EXPECT_EQ(CachedBufferBytes(), 0);
+}
+
 }  // namespace
 }  // namespace ember

@@ -142,7 +142,7 @@ Status RunInterpret(const Step& step, std::vector<BufferRef>& slots) {
 
 // Planned raw storage of one run: one allocation per planned buffer.
 struct PlannedStorage {
-  std::vector<std::unique_ptr<uint8_t[]>> buffers;
+  std::vector<BufferRef> buffers;  // u8[bytes] each, recycled across runs
   std::vector<void*> slot_ptr;  // slot -> its planned bytes, or null
 };
 
@@ -172,7 +172,7 @@ Status RunKernel(const Step& step, std::vector<BufferRef>& slots, const PlannedS
     if (ps.slot_ptr[w]) {
       out.push_back(ps.slot_ptr[w]);
     } else {
-      fresh[j] = Buffer::FromLiteral(Literal(k.output_shapes()[j]));
+      fresh[j] = Buffer::Uninitialized(k.output_shapes()[j]);
       out.push_back(fresh[j]->data());
     }
   }
@@ -268,12 +268,8 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
     std::vector<void*> by_buffer(planned_bytes_.size(), nullptr);
     for (size_t b = 0; b < planned_bytes_.size(); ++b) {
       if (planned_bytes_[b] <= 0) continue;
-      planned.buffers.emplace_back(new (std::nothrow) uint8_t[planned_bytes_[b]]);
-      if (!planned.buffers.back()) {
-        return ResourceExhausted("run ", graph_->name(), ": cannot allocate ", planned_bytes_[b],
-                                 " bytes for planned buffer b", b);
-      }
-      by_buffer[b] = planned.buffers.back().get();
+      planned.buffers.push_back(Buffer::Uninitialized(Shape(DType::kU8, {planned_bytes_[b]})));
+      by_buffer[b] = planned.buffers.back()->data();
     }
     for (int s = 0; s < num_slots_; ++s) {
       const int b = planned_buffer_of_[s];

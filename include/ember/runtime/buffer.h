@@ -32,6 +32,13 @@ class Buffer {
   static BufferRef Zeros(const Shape& shape);
   // A new buffer holding a copy of `other`'s value.
   static BufferRef CopyOf(const Buffer& other);
+  // A buffer of array `shape` whose bytes are unspecified (for a kernel
+  // output that is fully overwritten). Large ones (>= 64 KiB) are recycled:
+  // when such a buffer dies its storage goes to a process-wide cache
+  // (EMBER_BUFFER_CACHE_BYTES, default 512 MiB; 0 disables) and the next
+  // Uninitialized() of the same shape takes it, with no allocation, zero
+  // fill or page faults. Tuple shapes: zero-filled, not recycled.
+  static BufferRef Uninitialized(const Shape& shape);
 
   ~Buffer();
   Buffer(const Buffer&) = delete;
@@ -54,7 +61,13 @@ class Buffer {
   explicit Buffer(Literal value);
   Literal value_;
   int64_t accounted_bytes_ = 0;
+  bool recyclable_ = false;  // created by Uninitialized()
 };
+
+// Bytes held by the Uninitialized() cache (not counted as in use).
+int64_t CachedBufferBytes();
+// Frees the cached storage.
+void ClearBufferCache();
 
 // Process-wide buffer accounting (all threads; atomics).
 struct BufferStats {
