@@ -1,5 +1,5 @@
 // Executable: a compiled graph as an ordered list of Steps over numbered
-// buffer slots (DESIGN §6). Before native code generation exists, a step is
+// buffer slots (DESIGN §6). A step is
 // one of
 //   kExtern    - a kernel looked up by name in the ExternRegistry: every
 //                dot-general (`ember.dot-general`), convolution
