@@ -59,24 +59,10 @@ bool CodegenSupported(const Graph& g, const Node& n) {
   for (NodeId op : n.operands) {
     if (!RealArray(g.node(op).shape)) return false;
   }
-  if (IsUnary(n.op) || IsBinary(n.op)) return true;
-  switch (n.op) {
-    case OpKind::kSelect:
-    case OpKind::kClamp:
-    case OpKind::kConstant:
-    case OpKind::kIota:
-    case OpKind::kBroadcastInDim:
-    case OpKind::kReshape:
-    case OpKind::kTranspose:
-    case OpKind::kSlice:
-    case OpKind::kReverse:
-    case OpKind::kConcatenate:
-    case OpKind::kPad:
-    case OpKind::kReduce:
-      return true;
-    default:
-      return false;
-  }
+  // Tuples stay out of runtime-made kernels (RealArray above); the op list
+  // itself is the code generator's.
+  return codegen::CodegenSupportsOp(n.op) && n.op != OpKind::kTuple &&
+         n.op != OpKind::kGetTupleElement && n.op != OpKind::kParameter;
 }
 
 // Whether `body` computes its output element i from element i of parameter

@@ -70,6 +70,11 @@ struct KernelSource {
   std::vector<std::string> error_messages;
 };
 
+// Whether the code generator handles `op` at all (the single list; callers
+// that partition graphs use it). Real arrays only: tuples (except a tuple read
+// by get-tuple-element) and complex dtypes are refused by EmitKernelSource.
+bool CodegenSupportsOp(OpKind op);
+
 // Checks that every node of `g` is supported (Unimplemented naming the
 // first one that is not) and emits the kernel's source.
 StatusOr<KernelSource> EmitKernelSource(const Graph& g, int kernel_index = 0);

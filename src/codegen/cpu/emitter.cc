@@ -67,7 +67,7 @@ std::string ShortOpName(OpKind op) {
   }
 }
 
-bool SupportedOp(OpKind op) {
+bool SupportedOpImpl(OpKind op) {
   if (IsElementwise(op)) return true;
   switch (op) {
     case OpKind::kParameter: case OpKind::kConstant: case OpKind::kIota:
@@ -611,10 +611,12 @@ class KernelEmitter {
 
 }  // namespace
 
+bool CodegenSupportsOp(OpKind op) { return SupportedOpImpl(op); }
+
 Status CheckKernelSupported(const Graph& g) {
   const auto users = g.ComputeUsers();
   for (const Node& n : g.nodes()) {
-    if (!SupportedOp(n.op)) {
+    if (!CodegenSupportsOp(n.op)) {
       return Unimplemented("cpu codegen: ", OpName(n.op), " %", n.id,
                            " is not supported by the tier-1 code generator");
     }
