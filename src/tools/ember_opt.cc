@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tool_util.h"
 #include "ember/ir/graph.h"
 #include "ember/ir/hash.h"
 #include "ember/ir/text.h"
@@ -31,19 +32,7 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-bool ReadInput(const std::string& path, std::string* text, std::string* error) {
-  if (path == "-") {
-    text->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    return true;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot open '" + path + "'";
-    return false;
-  }
-  text->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return true;
-}
+using tools::ReadInput;
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -55,9 +44,7 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   return out;
 }
 
-bool StartsWith(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
+using tools::StartsWith;
 
 }  // namespace
 

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "tool_util.h"
 #include "ember/eval/interpreter.h"
 #include "ember/ir/graph.h"
 #include "ember/ir/text.h"
@@ -44,23 +45,9 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-bool StartsWith(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
+using tools::StartsWith;
 
-bool ReadInput(const std::string& path, std::string* text, std::string* error) {
-  if (path == "-") {
-    text->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    return true;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot open '" + path + "'";
-    return false;
-  }
-  text->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return true;
-}
+using tools::ReadInput;
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
