@@ -32,7 +32,7 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-using tools::ReadInput;
+using ::ember::tools::ReadInput;
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
@@ -44,7 +44,7 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   return out;
 }
 
-using tools::StartsWith;
+using ::ember::tools::StartsWith;
 
 }  // namespace
 

@@ -45,9 +45,9 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-using tools::StartsWith;
+using ::ember::tools::StartsWith;
 
-using tools::ReadInput;
+using ::ember::tools::ReadInput;
 
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
