@@ -16,8 +16,12 @@
 // pairwise) summation order: see docs/codegen.md for the error bound.
 //
 // Buffers are dense row-major with the subgraph's parameter/output shapes
-// (bf16/f16 as 16-bit patterns, pred as one byte 0/1). Outputs must not
-// overlap inputs or each other.
+// (bf16/f16 as 16-bit patterns, pred as one byte 0/1). An output may be the
+// very buffer of an input whose element i it reads only to compute its own
+// element i (in-place elementwise, as buffer assignment plans it): generated
+// code uses no `restrict` pointers, and its loops carry no dependence between
+// elements. Any other overlap of outputs with inputs or each other is not
+// allowed.
 //
 // Environment: EMBER_CACHE_DIR (default $XDG_CACHE_HOME/ember or
 // ~/.cache/ember), EMBER_CXX (default `c++` on PATH), EMBER_CODEGEN_FAST=1

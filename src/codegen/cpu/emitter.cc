@@ -244,11 +244,11 @@ class KernelEmitter {
       const std::string st = StorageType(n.shape.dtype());
       auto pi = plan_.parameter_index.find(id);
       if (pi != plan_.parameter_index.end()) {
-        s += Indent(indent) + "const " + st + "* __restrict__ p" + std::to_string(pi->second) +
+        s += Indent(indent) + "const " + st + "* p" + std::to_string(pi->second) +
              " = (const " + st + "*)c->in[" + std::to_string(pi->second) + "];\n";
       } else {
         const std::string& dest = DestOf(id);
-        s += Indent(indent) + "const " + st + "* __restrict__ m" + std::to_string(id) +
+        s += Indent(indent) + "const " + st + "* m" + std::to_string(id) +
              " = (const " + st + "*)" + dest + ";\n";
       }
     }
@@ -320,7 +320,7 @@ class KernelEmitter {
     const Node& n = g_.node(ph.node);
     const DType t = n.shape.dtype();
     const std::string st = StorageType(t);
-    std::string out_decl = "  " + st + "* __restrict__ out = (" + st + "*)" + ph.dest + ";\n";
+    std::string out_decl = "  " + st + "* out = (" + st + "*)" + ph.dest + ";\n";
     // First try: everything from the linear index (one flat loop).
     {
       int vc = var_counter_;
@@ -392,7 +392,7 @@ class KernelEmitter {
         nred *= xs.dim(d);
       }
     }
-    std::string s = "  " + st + "* __restrict__ out = (" + st + "*)" + ph.dest + ";\n";
+    std::string s = "  " + st + "* out = (" + st + "*)" + ph.dest + ";\n";
     if (nred == 0) {
       s += "  for (int64_t o = begin; o < end; ++o) out[o] = " +
            StoreExpr(t, ReduceIdentity(kind, t, /*empty=*/true)) + ";\n";
