@@ -143,10 +143,9 @@ inline uint64_t FloatToU64(double x) {
 // int -> int wraps; anything -> pred is x != 0 (NaN -> true); int -> float
 // rounds to nearest; f64 and integers reach f16/bf16 through f32 (two
 // roundings, as torch does); float -> s32/s64 per FloatToS32/FloatToS64;
-// float -> s8/s16/u8/u16/u32 through the s64 rule then wrapped (docs/ir.md;
-// torch itself goes through int32 for 8/16-bit targets, so it differs for
-// |x| in [2^31, 2^63): 3e9 -> s16 is 0 there, 24064 here; and torch's
-// vectorized and scalar f32 -> u32 paths disagree out of range); float -> u64
+// float -> s8/s16/u8/u16 through the s32 rule (as torch: 3e9 -> s16 is 0)
+// and u32 through the s64 rule, then wrapped (docs/ir.md; torch's vectorized
+// and scalar f32 -> u32 paths disagree out of range); float -> u64
 // per FloatToU64; real -> complex has imaginary part 0; complex -> complex
 // converts each part. complex -> real is not a valid convert (the builder
 // rejects it); here it takes the real part.
@@ -170,6 +169,9 @@ inline StorageT<To> ConvertElement(StorageT<From> s) {
       return FloatToS32(static_cast<double>(v));
     } else if constexpr (To == DType::kU64) {
       return FloatToU64(static_cast<double>(v));
+    } else if constexpr (sizeof(StorageT<To>) <= 2) {
+      // s8/s16/u8/u16: torch converts through int32, then wraps.
+      return static_cast<StorageT<To>>(static_cast<uint32_t>(FloatToS32(static_cast<double>(v))));
     } else {
       return static_cast<StorageT<To>>(static_cast<uint64_t>(FloatToS64(static_cast<double>(v))));
     }

@@ -534,6 +534,21 @@ TEST(ElementwiseConvert, FloatToSignedInt) {
   ExpectInts(Cvt(F(DType::kF16, {-2.5, 65504}), DType::kS32), DType::kS32, {-2, 65504});
 }
 
+// 8- and 16-bit targets go through the int32 rule, as torch does: values in
+// [2^31, 2^63) become INT32_MIN first and wrap to 0. Expected values are what
+// torch 2.13 CPU printed for x.to(dtype) with these inputs (f32, f64 and bf16).
+TEST(ElementwiseConvert, NarrowIntsGoThroughInt32LikeTorch) {
+  const std::vector<double> in = {3e9, -3e9, 300.7, -1.5, 70000, kNaN, 5e18, 4e9};
+  for (DType from : {DType::kF32, DType::kF64}) {
+    ExpectInts(Cvt(F(from, in), DType::kS8), DType::kS8, {0, 0, 44, -1, 112, 0, 0, 0});
+    ExpectInts(Cvt(F(from, in), DType::kS16), DType::kS16, {0, 0, 300, -1, 4464, 0, 0, 0});
+    ExpectInts(Cvt(F(from, in), DType::kU8), DType::kU8, {0, 0, 44, 255, 112, 0, 0, 0});
+    ExpectInts(Cvt(F(from, in), DType::kU16), DType::kU16, {0, 0, 300, 65535, 4464, 0, 0, 0});
+  }
+  // bf16(70000) is 70144, which wraps to 4608 in s16 (torch: 4608).
+  ExpectInts(Cvt(F(DType::kBF16, in), DType::kS16), DType::kS16, {0, 0, 300, -1, 4608, 0, 0, 0});
+}
+
 TEST(ElementwiseConvert, FloatToUnsignedInt) {
   ExpectInts(Cvt(F(DType::kF32, {kNaN, 300, -1, 3.7, -3.7}), DType::kU8), DType::kU8,
              {0, 44, 255, 3, 253});

@@ -59,6 +59,24 @@ void CheckFloatUnary(DType t, bool fast = true) {
   ExpectMatchesInterpreter(*g, {RandomLiteral(s, rng, kFloatSpecials)}, opts);
 }
 
+// Float -> narrow int converts (through int32, as torch) on the values where
+// the int32 and int64 routes differ, compiled vs the interpreter.
+TEST(CodegenElementwise, NarrowIntConvertsMatchInterpreter) {
+  TempDir dir;
+  const Shape s(DType::kF32, {8});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, s);
+  std::vector<NodeId> outs;
+  for (DType to : {DType::kS8, DType::kS16, DType::kU8, DType::kU16, DType::kU32})
+    outs.push_back(b.Convert(x, to));
+  b.SetOutputs(outs);
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Literal arg = Literal::FromDoubles(
+      s, {3e9, -3e9, 300.7, -1.5, 70000, std::nan(""), 5e18, 4e9});
+  ExpectMatchesInterpreter(*g, {arg}, FastOptions(dir.path()));
+}
+
 TEST(CodegenElementwise, UnaryAndConvertF32) { CheckFloatUnary(DType::kF32); }
 // -O3 -march=native (vectorized, FMA available): still bit-exact, because
 // kernels are compiled with -ffp-contract=off and call the same libm.

@@ -394,6 +394,8 @@ ExprEmitter::Val ExprEmitter::EmitConvert(DType from, DType to, const Val& x) {
       e = "ember_f2u64((double)" + v + ")";
     } else if (to == DType::kS64) {
       e = "ember_f2s64((double)" + v + ")";
+    } else if (DTypeSize(to) <= 2) {  // s8/s16/u8/u16: through int32, as torch
+      e = "(" + ct + ")(uint32_t)ember_f2s32((double)" + v + ")";
     } else {
       e = "(" + ct + ")(uint64_t)ember_f2s64((double)" + v + ")";
     }
