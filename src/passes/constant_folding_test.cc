@@ -12,17 +12,8 @@ namespace ember::passes {
 namespace {
 
 void ExpectFolds(std::string_view in, std::string_view out) {
-  Graph g = ParseOrDie(in);
-  const Graph before = g;
   ConstantFoldingPass cf;
-  StatusOr<bool> changed = cf.Run(g);
-  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
-  EXPECT_TRUE(*changed);
-  ASSERT_TRUE(Verify(g).ok()) << Verify(g).ToString();
-  DcePass dce;
-  ASSERT_TRUE(dce.Run(g).ok());
-  EXPECT_EQ(PrintGraph(g), Canonical(out)) << "input:\n" << in;
-  ExpectSameValues(before, g);
+  ExpectRewriteThenDce(cf, in, out);
 }
 
 void ExpectNotFolded(std::string_view in) {

@@ -11,17 +11,8 @@ namespace {
 
 // Runs cse (expecting `changed`), then dce, and compares with `out`.
 void ExpectCse(std::string_view in, std::string_view out, bool changed_expected = true) {
-  Graph g = ParseOrDie(in);
-  const Graph before = g;
   CsePass cse;
-  StatusOr<bool> changed = cse.Run(g);
-  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
-  EXPECT_EQ(*changed, changed_expected);
-  ASSERT_TRUE(Verify(g).ok()) << Verify(g).ToString();
-  DcePass dce;
-  ASSERT_TRUE(dce.Run(g).ok());
-  EXPECT_EQ(PrintGraph(g), Canonical(out)) << "input:\n" << in;
-  ExpectSameValues(before, g);
+  ExpectRewriteThenDce(cse, in, out, changed_expected);
 }
 
 void ExpectNoCse(std::string_view in) {

@@ -1,6 +1,7 @@
 // Shared helpers of the pass tests (header only; test binaries include it).
 //
-// ExpectRewrite(pass, in, out): parses `in`, runs `pass` once, and expects the
+// ExpectRewrite(pass, in, out) (ExpectRewriteThenDce: dce before comparing):
+// parses `in`, runs `pass` once, and expects the
 // printed result to equal the canonical form of `out` and `changed` to be
 // true; then evaluates both graphs on random inputs (several draws) and
 // expects bit-identical outputs (any NaN equals any NaN). ExpectUnchanged
@@ -16,6 +17,7 @@
 #include "ember/eval/interpreter.h"
 #include "ember/ir/text.h"
 #include "ember/passes/pass.h"
+#include "passes/dce.h"
 #include "passes/random_graph.h"
 
 namespace ember::passes {
@@ -53,15 +55,33 @@ inline void ExpectSameValues(const Graph& before, const Graph& after, int draws 
   }
 }
 
-inline void ExpectRewrite(Pass& pass, std::string_view in, std::string_view out) {
+// Runs `pass` once on `in` (expecting `changed_expected`), verifies, then, with
+// `then_dce`, runs dce so that `out` shows only live nodes; compares the
+// printed graph with `out` and the values with the input graph's.
+inline void ExpectRewriteImpl(Pass& pass, std::string_view in, std::string_view out,
+                              bool changed_expected, bool then_dce) {
   Graph g = ParseOrDie(in);
   const Graph before = g;
   StatusOr<bool> changed = pass.Run(g);
   ASSERT_TRUE(changed.ok()) << changed.status().ToString();
-  EXPECT_TRUE(*changed) << "pass " << pass.name() << " reported no change";
-  EXPECT_TRUE(Verify(g).ok()) << Verify(g).ToString();
+  EXPECT_EQ(*changed, changed_expected) << "pass " << pass.name() << " change report";
+  ASSERT_TRUE(Verify(g).ok()) << Verify(g).ToString();
+  if (then_dce) {
+    DcePass dce;
+    ASSERT_TRUE(dce.Run(g).ok());
+  }
   EXPECT_EQ(PrintGraph(g), Canonical(out)) << "input:\n" << in;
   ExpectSameValues(before, g);
+}
+
+inline void ExpectRewrite(Pass& pass, std::string_view in, std::string_view out) {
+  ExpectRewriteImpl(pass, in, out, /*changed_expected=*/true, /*then_dce=*/false);
+}
+
+// As ExpectRewrite, then dce before comparing (the pass may leave dead nodes).
+inline void ExpectRewriteThenDce(Pass& pass, std::string_view in, std::string_view out,
+                                 bool changed_expected = true) {
+  ExpectRewriteImpl(pass, in, out, changed_expected, /*then_dce=*/true);
 }
 
 inline void ExpectUnchanged(Pass& pass, std::string_view in) {

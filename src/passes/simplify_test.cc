@@ -16,18 +16,9 @@ namespace {
 // Runs simplify (expecting a change), then dce, and compares with `out`.
 void ExpectSimplifies(std::string_view in, std::string_view out, const char* rule) {
   SCOPED_TRACE(rule);
-  Graph g = ParseOrDie(in);
-  const Graph before = g;
   SimplifyPass simplify;
-  StatusOr<bool> changed = simplify.Run(g);
-  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
-  EXPECT_TRUE(*changed);
+  ExpectRewriteThenDce(simplify, in, out);
   EXPECT_EQ(simplify.fired().count(rule), 1u) << "rule " << rule << " did not fire";
-  ASSERT_TRUE(Verify(g).ok()) << Verify(g).ToString();
-  DcePass dce;
-  ASSERT_TRUE(dce.Run(g).ok());
-  EXPECT_EQ(PrintGraph(g), Canonical(out)) << "input:\n" << in;
-  ExpectSameValues(before, g);
 }
 
 void ExpectNotSimplified(std::string_view in) {
