@@ -209,20 +209,22 @@ NodeId GraphBuilder::Reduce(NodeId x, std::vector<int64_t> dimensions, ReduceKin
 }
 
 
-NodeId GraphBuilder::ArgMax(NodeId x, int64_t dimension, DType index_type) {
+// argmax/argmin: the result is the operand's dims without `dimension`, of
+// `index_type` (the declared shape; InferShape checks the rest).
+NodeId GraphBuilder::ArgReduce(OpKind op, NodeId x, int64_t dimension, DType index_type) {
   if (!status_.ok()) return kInvalidNode;
-  if (x < 0 || x >= g_.num_nodes()) return Fail(InvalidArgument("argmax: bad operand %", x));
+  if (x < 0 || x >= g_.num_nodes()) return Fail(InvalidArgument(OpName(op), ": bad operand %", x));
   std::vector<int64_t> dims = g_.nodes_[x].shape.dims();
   if (dimension >= 0 && dimension < static_cast<int64_t>(dims.size())) dims.erase(dims.begin() + dimension);
-  return AddNode(OpKind::kArgMax, {x}, {{"dimension", dimension}}, Shape(index_type, dims));
+  return AddNode(op, {x}, {{"dimension", dimension}}, Shape(index_type, dims));
+}
+
+NodeId GraphBuilder::ArgMax(NodeId x, int64_t dimension, DType index_type) {
+  return ArgReduce(OpKind::kArgMax, x, dimension, index_type);
 }
 
 NodeId GraphBuilder::ArgMin(NodeId x, int64_t dimension, DType index_type) {
-  if (!status_.ok()) return kInvalidNode;
-  if (x < 0 || x >= g_.num_nodes()) return Fail(InvalidArgument("argmin: bad operand %", x));
-  std::vector<int64_t> dims = g_.nodes_[x].shape.dims();
-  if (dimension >= 0 && dimension < static_cast<int64_t>(dims.size())) dims.erase(dims.begin() + dimension);
-  return AddNode(OpKind::kArgMin, {x}, {{"dimension", dimension}}, Shape(index_type, dims));
+  return ArgReduce(OpKind::kArgMin, x, dimension, index_type);
 }
 
 NodeId GraphBuilder::ReduceWindow(NodeId x, ReduceKind to_apply, std::vector<int64_t> window_dimensions,

@@ -163,6 +163,7 @@ class GraphBuilder {
 
  private:
   NodeId Fail(Status s);
+  NodeId ArgReduce(OpKind op, NodeId x, int64_t dimension, DType index_type);
   Graph g_;
   Status status_;
 };
