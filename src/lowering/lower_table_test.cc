@@ -1,0 +1,265 @@
+// The table contract: for every entry and each of its sample calls, the
+// lowering either returns one correctly shaped node per output (and the
+// graph builds and verifies) or declines without having appended a node.
+// Every table entry must have at least one sample here.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "lowering/lowering_test_util.h"
+
+namespace ember::lowering {
+namespace {
+
+using testing::CallHarness;
+
+struct Sample {
+  std::string args;     // lowering_test_util.h spec
+  std::string outputs;  // shapes separated by ';'
+  bool expect_decline = false;
+};
+
+// op -> sample calls (argument lists as the bridge fills them, defaults included).
+const std::multimap<std::string, Sample>& Samples() {
+  static const auto* m = new std::multimap<std::string, Sample>{
+      // ---- elementwise ----
+      {"aten::exp", {"T:f32[2,3]", "f32[2,3]"}},
+      {"aten::exp", {"T:s64[4]", "f32[4]"}},
+      {"aten::exp", {"T:bf16[4]", "bf16[4]"}},
+      {"aten::exp", {"T:c64[4]", "c64[4]", true}},
+      {"aten::log", {"T:f32[3]", "f32[3]"}},
+      {"aten::log1p", {"T:f64[3]", "f64[3]"}},
+      {"aten::expm1", {"T:f16[3]", "f16[3]"}},
+      {"aten::sqrt", {"T:f32[3]", "f32[3]"}},
+      {"aten::rsqrt", {"T:f32[3]", "f32[3]"}},
+      {"aten::tanh", {"T:bf16[3]", "bf16[3]"}},
+      {"aten::sigmoid", {"T:f32[3]", "f32[3]"}},
+      {"aten::sin", {"T:f32[3]", "f32[3]"}},
+      {"aten::cos", {"T:f32[3]", "f32[3]"}},
+      {"aten::erf", {"T:f32[3]", "f32[3]"}},
+      {"aten::exp2", {"T:s32[3]", "f32[3]"}},
+      {"aten::log2", {"T:f32[3]", "f32[3]"}},
+      {"aten::log10", {"T:f32[3]", "f32[3]"}},
+      {"aten::reciprocal", {"T:f32[3]", "f32[3]"}},
+      {"aten::neg", {"T:s32[3]", "s32[3]"}},
+      {"aten::neg", {"T:bf16[3]", "bf16[3]"}},
+      {"aten::abs", {"T:s8[3]", "s8[3]"}},
+      {"aten::sign", {"T:f32[3]", "f32[3]"}},
+      {"aten::sign", {"T:pred[3]", "pred[3]"}},
+      {"aten::sgn", {"T:f32[3]", "f32[3]"}},
+      {"aten::floor", {"T:f32[3]", "f32[3]"}},
+      {"aten::floor", {"T:s64[3]", "s64[3]"}},
+      {"aten::ceil", {"T:f32[3]", "f32[3]"}},
+      {"aten::round", {"T:f32[3]", "f32[3]"}},
+      {"aten::trunc", {"T:f32[3]", "f32[3]"}},
+      {"aten::frac", {"T:f32[3]", "f32[3]"}},
+      {"aten::square", {"T:s32[3]", "s32[3]"}},
+      {"aten::relu", {"T:f32[2,2]", "f32[2,2]"}},
+      {"aten::relu", {"T:s64[2]", "s64[2]"}},
+      {"aten::bitwise_not", {"T:s32[3]", "s32[3]"}},
+      {"aten::bitwise_not", {"T:pred[3]", "pred[3]"}},
+      {"aten::logical_not", {"T:f32[3]", "pred[3]"}},
+      {"aten::isnan", {"T:f32[3]", "pred[3]"}},
+      {"aten::isnan", {"T:s32[3]", "pred[3]"}},
+      {"aten::isinf", {"T:bf16[3]", "pred[3]"}},
+      {"aten::isfinite", {"T:f32[3]", "pred[3]"}},
+      {"aten::isposinf", {"T:f32[3]", "pred[3]"}},
+      {"aten::isneginf", {"T:f32[3]", "pred[3]"}},
+      {"aten::signbit", {"T:f32[3]", "pred[3]"}},
+      {"aten::signbit", {"T:s16[3]", "pred[3]"}},
+      {"aten::add.Tensor", {"T:f32[2,3] T:f32[3] S:i", "f32[2,3]"}},
+      {"aten::add.Tensor", {"T:s32[2,1] T:f32[4] S:f", "f32[2,4]"}},
+      {"aten::add.Tensor", {"T:bf16[3] W:f64 S:i", "bf16[3]"}},
+      {"aten::add.Tensor", {"T:pred[3] T:pred[3] S:i", "pred[3]"}},
+      {"aten::add.Tensor", {"T:c64[3] T:c64[3] S:i", "c64[3]", true}},
+      {"aten::add.Scalar", {"T:s64[3] S:i S:i", "s64[3]"}},
+      {"aten::sub.Tensor", {"T:f32[3] T:f32[] S:f", "f32[3]"}},
+      {"aten::sub.Scalar", {"T:f32[3] S:f S:i", "f32[3]"}},
+      {"aten::rsub.Tensor", {"T:f32[3] T:f32[3] S:i", "f32[3]"}},
+      {"aten::rsub.Scalar", {"T:s32[3] S:i S:i", "s32[3]"}},
+      {"aten::mul.Tensor", {"T:f32[3] T:f32[3]", "f32[3]"}},
+      {"aten::mul.Scalar", {"T:bf16[3] S:f", "bf16[3]"}},
+      {"aten::div.Tensor", {"T:s32[3] T:s32[3]", "f32[3]"}},
+      {"aten::div.Scalar", {"T:f32[3] S:f", "f32[3]"}},
+      {"aten::div.Tensor_mode", {"T:f32[3] T:f32[3] Str:floor", "f32[3]"}},
+      {"aten::div.Tensor_mode", {"T:s32[3] T:s32[3] Str:trunc", "s32[3]"}},
+      {"aten::div.Tensor_mode", {"T:f32[3] T:f32[3] N", "f32[3]"}},
+      {"aten::div.Tensor_mode", {"T:f32[3] T:f32[3] Str:bogus", "f32[3]", true}},
+      {"aten::div.Scalar_mode", {"T:s64[3] S:i Str:floor", "s64[3]"}},
+      {"aten::floor_divide", {"T:f32[3] T:f32[3]", "f32[3]"}},
+      {"aten::floor_divide.Scalar", {"T:s32[3] S:i", "s32[3]"}},
+      {"aten::remainder.Tensor", {"T:f32[3] T:f32[3]", "f32[3]"}},
+      {"aten::remainder.Scalar", {"T:s32[3] S:i", "s32[3]"}},
+      {"aten::remainder.Scalar_Tensor", {"S:f T:f32[3]", "f32[3]"}},
+      {"aten::fmod.Tensor", {"T:s32[3] T:s32[3]", "s32[3]"}},
+      {"aten::fmod.Tensor", {"T:f32[3] T:f32[3]", "f32[3]", true}},
+      {"aten::fmod.Scalar", {"T:s64[3] S:i", "s64[3]"}},
+      {"aten::pow.Tensor_Tensor", {"T:f32[3] T:f32[3]", "f32[3]"}},
+      {"aten::pow.Tensor_Scalar", {"T:s32[3] S:f", "f32[3]"}},
+      {"aten::pow.Scalar", {"S:f T:f32[3]", "f32[3]"}},
+      {"aten::maximum", {"T:f32[3] T:bf16[3]", "f32[3]"}},
+      {"aten::minimum", {"T:s32[2,3] T:s32[3]", "s32[2,3]"}},
+      {"aten::atan2", {"T:f32[3] T:f32[3]", "f32[3]"}},
+      {"aten::where.self", {"T:pred[2,3] T:f32[3] T:f32[2,1]", "f32[2,3]"}},
+      {"aten::where.ScalarSelf", {"T:pred[3] S:f T:f32[3]", "f32[3]"}},
+      {"aten::where.ScalarOther", {"T:pred[3] T:s64[3] S:i", "s64[3]"}},
+      {"aten::where.Scalar", {"T:pred[3] S:f S:f", "f32[3]"}},
+      {"aten::masked_fill.Scalar", {"T:f32[2,3] T:pred[3] S:f", "f32[2,3]"}},
+      {"aten::masked_fill.Tensor", {"T:bf16[2,3] T:pred[2,3] T:f32[]", "bf16[2,3]"}},
+      {"aten::clamp", {"T:f32[3] S:f S:f", "f32[3]"}},
+      {"aten::clamp", {"T:f32[3] N S:f", "f32[3]"}},
+      {"aten::clamp", {"T:f32[3] N N", "f32[3]", true}},
+      {"aten::clamp.Tensor", {"T:f32[3] T:f32[3] N", "f32[3]"}},
+      {"aten::clamp_min", {"T:f32[3] S:f", "f32[3]"}},
+      {"aten::clamp_min.Tensor", {"T:f32[3] T:f32[3]", "f32[3]"}},
+      {"aten::clamp_max", {"T:s32[3] S:i", "s32[3]"}},
+      {"aten::clamp_max.Tensor", {"T:f32[3] T:f32[]", "f32[3]"}},
+      {"aten::lerp.Scalar", {"T:f32[3] T:f32[3] S:f", "f32[3]"}},
+      {"aten::lerp.Tensor", {"T:bf16[3] T:bf16[3] T:bf16[3]", "bf16[3]"}},
+      {"aten::addcmul", {"T:f32[3] T:f32[3] T:f32[3] S:f", "f32[3]"}},
+      {"aten::addcdiv", {"T:f32[3] T:f32[3] T:f32[3] S:f", "f32[3]"}},
+      {"aten::addcdiv", {"T:s32[3] T:s32[3] T:s32[3] S:i", "s32[3]", true}},
+      {"aten::_to_copy", {"T:f32[2,3] D:bf16 O O O B:0 N", "bf16[2,3]"}},
+      {"aten::_to_copy", {"T:f32[2,3] N O O O B:0 N", "f32[2,3]"}},
+      {"aten::clone", {"T:s32[2,3] N", "s32[2,3]"}},
+      // ---- comparison, logical, bitwise ----
+      {"aten::eq.Tensor", {"T:f32[2,3] T:s64[3]", "pred[2,3]"}},
+      {"aten::eq.Scalar", {"T:s32[3] S:f", "pred[3]"}},
+      {"aten::ne.Tensor", {"T:bf16[3] T:bf16[3]", "pred[3]"}},
+      {"aten::ne.Scalar", {"T:pred[3] S:b", "pred[3]"}},
+      {"aten::lt.Tensor", {"T:f32[3] T:f32[]", "pred[3]"}},
+      {"aten::lt.Scalar", {"T:s64[3] S:i", "pred[3]"}},
+      {"aten::le.Tensor", {"T:u8[3] T:s8[3]", "pred[3]"}},
+      {"aten::le.Scalar", {"T:f32[3] S:f", "pred[3]"}},
+      {"aten::gt.Tensor", {"T:f32[3] T:f32[3]", "pred[3]"}},
+      {"aten::gt.Scalar", {"T:f16[3] S:i", "pred[3]"}},
+      {"aten::ge.Tensor", {"T:f32[3] T:f32[3]", "pred[3]"}},
+      {"aten::ge.Scalar", {"T:f32[3] S:f", "pred[3]"}},
+      {"aten::logical_and", {"T:f32[2,3] T:pred[3]", "pred[2,3]"}},
+      {"aten::logical_or", {"T:s32[3] T:s32[3]", "pred[3]"}},
+      {"aten::logical_xor", {"T:pred[3] T:pred[3]", "pred[3]"}},
+      {"aten::bitwise_and.Tensor", {"T:s32[3] T:s32[3]", "s32[3]"}},
+      {"aten::bitwise_and.Tensor", {"T:f32[3] T:f32[3]", "f32[3]", true}},
+      {"aten::bitwise_and.Scalar", {"T:pred[3] S:b", "pred[3]"}},
+      {"aten::bitwise_or.Tensor", {"T:u8[3] T:u8[3]", "u8[3]"}},
+      {"aten::bitwise_or.Scalar", {"T:s64[3] S:i", "s64[3]"}},
+      {"aten::bitwise_xor.Tensor", {"T:pred[3] T:pred[3]", "pred[3]"}},
+      {"aten::bitwise_xor.Scalar", {"T:s16[3] S:i", "s16[3]"}},
+      {"aten::bitwise_left_shift.Tensor", {"T:s32[3] T:s32[3]", "s32[3]"}},
+      {"aten::bitwise_left_shift.Tensor_Scalar", {"T:s64[3] S:i", "s64[3]"}},
+      {"aten::bitwise_left_shift.Scalar_Tensor", {"S:i T:s64[3]", "s64[3]"}},
+      {"aten::bitwise_right_shift.Tensor", {"T:u8[3] T:u8[3]", "u8[3]"}},
+      {"aten::bitwise_right_shift.Tensor_Scalar", {"T:s32[3] S:i", "s32[3]"}},
+      {"aten::bitwise_right_shift.Scalar_Tensor", {"S:i T:s8[3]", "s8[3]"}},
+      {"aten::__lshift__.Tensor", {"T:s32[3] T:s32[3]", "s32[3]"}},
+      {"aten::__lshift__.Scalar", {"T:s32[3] S:i", "s32[3]"}},
+      {"aten::__rshift__.Tensor", {"T:s32[3] T:s32[3]", "s32[3]"}},
+      {"aten::__rshift__.Scalar", {"T:s32[3] S:i", "s32[3]"}},
+      // ---- reductions ----
+      {"aten::sum.dim_IntList", {"T:f32[2,3,4] L:1,-1 B:0 N", "f32[2]"}},
+      {"aten::sum.dim_IntList", {"T:s32[2,3] L:0 B:1 N", "s64[1,3]"}},
+      {"aten::sum.dim_IntList", {"T:bf16[2,3] N B:0 N", "bf16[]"}},
+      {"aten::sum.dim_IntList", {"T:pred[2,3] L: B:0 N", "s64[]"}},
+      {"aten::sum.dim_IntList", {"T:f32[2,3] L:1 B:0 D:f64", "f64[2]"}},
+      {"aten::sum", {"T:f32[2,3] N", "f32[]"}},
+      {"aten::mean.dim", {"T:f32[2,3] L:1 B:1 N", "f32[2,1]"}},
+      {"aten::mean.dim", {"T:bf16[2,3] L:-1 B:0 N", "bf16[2]"}},
+      {"aten::mean", {"T:f64[2,3] N", "f64[]"}},
+      {"aten::prod.dim_int", {"T:s32[2,3] I:1 B:0 N", "s64[2]"}},
+      {"aten::prod", {"T:f32[4] N", "f32[]"}},
+      {"aten::amax", {"T:f32[2,3] L:1 B:0", "f32[2]"}},
+      {"aten::amax", {"T:f32[2,3] L: B:1", "f32[1,1]"}},
+      {"aten::amin", {"T:s64[2,3] L:0 B:0", "s64[3]"}},
+      {"aten::max", {"T:f32[2,3]", "f32[]"}},
+      {"aten::min", {"T:s32[2,3]", "s32[]"}},
+      {"aten::max.dim", {"T:f32[2,3] I:1 B:0", "f32[2];s64[2]"}},
+      {"aten::min.dim", {"T:f32[2,3] I:0 B:1", "f32[1,3];s64[1,3]"}},
+      {"aten::argmax", {"T:f32[2,3] N B:0", "s64[]"}},
+      {"aten::argmax", {"T:f32[2,3] I:1 B:1", "s64[2,1]"}},
+      {"aten::argmin", {"T:s32[2,3] I:-1 B:0", "s64[2]"}},
+      {"aten::any", {"T:f32[2,3]", "pred[]"}},
+      {"aten::all", {"T:pred[2,3]", "pred[]"}},
+      {"aten::any.dim", {"T:s32[2,3] I:1 B:0", "pred[2]"}},
+      {"aten::all.dim", {"T:pred[2,3] I:0 B:1", "pred[1,3]"}},
+      {"aten::any.dims", {"T:pred[2,3] L:0,1 B:0", "pred[]"}},
+      {"aten::all.dims", {"T:f32[2,3] N B:0", "pred[]"}},
+      {"aten::var.correction", {"T:f32[2,3] L:1 N B:0", "f32[2]"}},
+      {"aten::var.correction", {"T:bf16[2,3] N S:i B:1", "bf16[1,1]"}},
+      {"aten::std.correction", {"T:f32[2,3] L:0 S:f B:0", "f32[3]"}},
+      {"aten::var_mean.correction", {"T:f32[2,3] L:1 N B:1", "f32[2,1];f32[2,1]"}},
+      {"aten::std_mean.correction", {"T:f64[4] N N B:0", "f64[];f64[]"}},
+      {"aten::logsumexp", {"T:f32[2,3] L:1 B:0", "f32[2]"}},
+      {"aten::logsumexp", {"T:s64[2,3] L:1 B:1", "f32[2,1]"}},
+      {"aten::linalg_vector_norm", {"T:f32[2,3] S:f N B:0 N", "f32[]"}},
+      {"aten::linalg_vector_norm", {"T:bf16[2,3] S:i L:1 B:1 N", "bf16[2,1]"}},
+  };
+  return *m;
+}
+
+TEST(LoweringTable, FindAndOrder) {
+  const LoweringTable& t = LoweringTable::Get();
+  EXPECT_NE(t.Find("aten::add.Tensor"), nullptr);
+  EXPECT_EQ(t.Find("aten::add"), nullptr);
+  EXPECT_EQ(t.Find("aten::no_such_op"), nullptr);
+  auto ops = t.ops();
+  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+  LoweringTable local;
+  local.Add("b", t.Find("aten::exp"));
+  local.Add("a", t.Find("aten::exp"));
+  local.Add("b", t.Find("aten::log"));
+  EXPECT_EQ(local.ops(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(local.Find("b"), t.Find("aten::log"));
+}
+
+TEST(LoweringTable, DeclinedIsDistinct) {
+  EXPECT_TRUE(IsDeclined(Declined("why")));
+  EXPECT_FALSE(IsDeclined(InvalidArgument("declined: not really")));
+  EXPECT_FALSE(IsDeclined(Unimplemented("something else")));
+  EXPECT_FALSE(IsDeclined(OkStatus()));
+}
+
+TEST(LoweringTable, EveryEntryHasSamples) {
+  std::set<std::string> missing;
+  for (const auto& op : LoweringTable::Get().ops())
+    if (!Samples().count(op)) missing.insert(op);
+  std::string list;
+  for (const auto& m : missing) list += m + " ";
+  EXPECT_TRUE(missing.empty()) << "table entries without a sample call: " << list;
+  for (const auto& [op, s] : Samples())
+    EXPECT_NE(LoweringTable::Get().Find(op), nullptr) << "sample for an op not in the table: " << op;
+}
+
+TEST(LoweringTable, EachSampleLowersOrDeclinesCleanly) {
+  for (const auto& [op, s] : Samples()) {
+    SCOPED_TRACE(op + "(" + s.args + ") -> " + s.outputs);
+    CallHarness h(op);
+    h.AddSpec(s.args);
+    h.OutSpec(s.outputs);
+    int before = h.b.num_nodes();
+    LowerResult r = h.Lower();
+    if (!r.ok()) {
+      EXPECT_TRUE(IsDeclined(r.status())) << "error instead of a result: " << r.status().ToString();
+      EXPECT_EQ(h.b.num_nodes(), before) << "declined after appending nodes";
+      EXPECT_TRUE(s.expect_decline) << "unexpected decline: " << r.status().ToString();
+      continue;
+    }
+    EXPECT_FALSE(s.expect_decline) << "expected a decline";
+    ASSERT_EQ(r->size(), h.call.outputs.size());
+    for (size_t i = 0; i < r->size(); ++i) {
+      const OutputMeta& o = h.call.outputs[i];
+      if (!o.defined) continue;
+      ASSERT_NE((*r)[i], kInvalidNode);
+      EXPECT_EQ(h.b.shape((*r)[i]), Shape(o.dtype, o.sizes)) << "output " << i;
+    }
+    std::vector<NodeId> outs;
+    for (NodeId n : *r)
+      if (n != kInvalidNode) outs.push_back(n);
+    h.b.SetOutputs(outs);
+    auto g = h.b.Build();
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace ember::lowering

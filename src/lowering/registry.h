@@ -1,0 +1,14 @@
+// The families of ATen lowerings: each src/lowering/<family>.cc defines one
+// Register* function that adds its ops to the table. LoweringTable::Get calls
+// them all once (explicit calls, no static registrars).
+#pragma once
+
+#include "ember/lowering/aten.h"
+
+namespace ember::lowering {
+
+void RegisterElementwise(LoweringTable& t);  // elementwise.cc
+void RegisterComparison(LoweringTable& t);   // comparison.cc
+void RegisterReduction(LoweringTable& t);    // reduction.cc
+
+}  // namespace ember::lowering
