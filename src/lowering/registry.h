@@ -10,5 +10,8 @@ namespace ember::lowering {
 void RegisterElementwise(LoweringTable& t);  // elementwise.cc
 void RegisterComparison(LoweringTable& t);   // comparison.cc
 void RegisterReduction(LoweringTable& t);    // reduction.cc
+void RegisterActivation(LoweringTable& t);   // activation.cc
+void RegisterNorm(LoweringTable& t);         // norm.cc
+void RegisterLoss(LoweringTable& t);         // loss.cc
 
 }  // namespace ember::lowering

@@ -27,6 +27,9 @@ const LoweringTable& LoweringTable::Get() {
     RegisterElementwise(*t);
     RegisterComparison(*t);
     RegisterReduction(*t);
+    RegisterActivation(*t);
+    RegisterNorm(*t);
+    RegisterLoss(*t);
     return t;
   }();
   return *table;
