@@ -1,0 +1,10 @@
+"""Ember's benchmark against the anchors: eager CPU, ``torch.compile`` (Inductor),
+PyTorch/XLA — step time, compile time, warm start, memory, with a numerics check.
+
+Run it as ``python -m ember.bench --help``. Modules (one idea each): ``models`` (the
+workloads), ``backends`` (the runners), ``timing`` (interleaved timing phase and the
+numerics check), ``cost`` (fresh cold/warm processes) and ``worker`` (their entry point),
+``ceilings`` (STREAM triad, ATen GEMM), ``machine`` (what the run ran on), ``xla`` (the
+optional PyTorch/XLA column), ``report`` (JSON, markdown), ``plot`` (PNG), ``cli``.
+Method and setup: docs/benchmarks.md.
+"""

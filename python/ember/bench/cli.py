@@ -1,0 +1,262 @@
+"""``python -m ember.bench``: the benchmark against the anchors (eager, Inductor, XLA).
+
+    python -m ember.bench [--quick] [--models mlp,gpt,...] [--json FILE]
+                          [--markdown FILE] [--plot FILE.png] [--torch-xla-venv DIR]
+
+Order of a run: machine info and ceilings (STREAM triad, ATen GEMM); then per model and
+mode the cost phase (each backend in fresh cold and warm processes, ``cost.py``) followed
+by the timing phase (all backends interleaved in this process with the warm caches,
+``timing.py``); the optional PyTorch/XLA column (``xla.py``); the ceilings again. The
+markdown table goes to stdout, progress to stderr. Method and setup: docs/benchmarks.md.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import tempfile
+import time
+
+import torch
+
+from . import backends as B
+from . import ceilings, cost, machine, models, report, timing, xla
+
+DEFAULT_MODELS = ("mlp", "gpt", "resnet18", "gpt2", "bert", "elementwise", "softmax")
+QUICK_MODELS = ("mlp", "gpt", "elementwise")
+DEFAULT_BACKENDS = ("eager", "inductor", "ember", "ember_compile")
+# Per scale: warm-up (= numerics) steps, interleaved rounds, timing budget per group (s),
+# cost-phase start-up and steady steps.
+SETTINGS = {
+    "full": dict(warmup=3, repeats=20, budget_s=45.0, startup=3, steady=3),
+    "quick": dict(warmup=3, repeats=6, budget_s=10.0, startup=3, steady=2),
+    "tiny": dict(warmup=2, repeats=3, budget_s=5.0, startup=3, steady=2),
+}
+
+
+def _csv(s: str) -> list:
+    return [x for x in s.replace(" ", ",").split(",") if x]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m ember.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help=f"smaller sizes and fewer repeats; models {','.join(QUICK_MODELS)} "
+                        "unless --models is given (within 4 minutes on 2 cores)")
+    p.add_argument("--models", type=_csv, default=None,
+                   help=f"comma-separated, from {','.join(models.MODEL_NAMES)} "
+                        f"(default: {','.join(DEFAULT_MODELS)})")
+    p.add_argument("--modes", type=_csv, default=["train", "inference"])
+    p.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
+                   help=f"comma-separated, from {','.join(DEFAULT_BACKENDS)}")
+    p.add_argument("--scale", choices=models.SCALES, default=None,
+                   help="model sizes (default: full, or quick with --quick; tiny is for tests)")
+    p.add_argument("--repeats", type=int, default=None, help="interleaved timing rounds")
+    p.add_argument("--no-cost", action="store_true",
+                   help="skip the fresh-process cost phase (no compile/RSS figures)")
+    p.add_argument("--timeout", type=float, default=1800.0,
+                   help="seconds before a fresh cost process is killed")
+    p.add_argument("--json", dest="json_path", help="write the JSON document here")
+    p.add_argument("--markdown", help="write the markdown table here")
+    p.add_argument("--plot", help="write the PNG bar chart of ratios to eager here")
+    p.add_argument("--torch-xla-venv", help="a virtual environment with torch_xla (its own "
+                   "torch): adds the PyTorch/XLA column (PJRT_DEVICE=CPU)")
+    a = p.parse_args(argv)
+    a.scale = a.scale or ("quick" if a.quick else "full")
+    a.models = a.models or list(QUICK_MODELS if a.quick else DEFAULT_MODELS)
+    for m in a.models:
+        if m not in models.MODEL_NAMES:
+            p.error(f"unknown model {m!r}; expected some of {','.join(models.MODEL_NAMES)}")
+    for m in a.modes:
+        if m not in (models.TRAIN, models.INFER):
+            p.error(f"unknown mode {m!r}; expected train and/or inference")
+    for b in a.backends:
+        if b not in DEFAULT_BACKENDS:
+            p.error(f"unknown backend {b!r}; expected some of {','.join(DEFAULT_BACKENDS)}")
+    if "eager" not in a.backends:
+        p.error("the eager backend is the reference for ratios and numerics; keep it")
+    if a.torch_xla_venv and not os.path.isfile(os.path.join(a.torch_xla_venv, "bin", "python")):
+        p.error(f"--torch-xla-venv {a.torch_xla_venv}: no bin/python there")
+    a.settings = dict(SETTINGS[a.scale])
+    if a.repeats:
+        a.settings["repeats"] = a.repeats
+    return a
+
+
+class _Log:
+    def __init__(self):
+        self.t0 = time.perf_counter()
+
+    def __call__(self, msg):
+        print(f"[{time.perf_counter() - self.t0:7.1f} s] {msg}", file=sys.stderr, flush=True)
+
+
+def _checks_ok(checks, ref) -> tuple:
+    """(ok, max diff) of a cost process's per-step values against eager's cold process."""
+    if not checks or not ref or len(checks) != len(ref):
+        return None, None
+    d = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(checks, ref))
+    d = float("inf") if d != d else d
+    return d <= timing.RTOL, d
+
+
+def _result(model, mode, backend, tim, cst, eager_checks, bytes_moved, triad):
+    r = {"model": model, "mode": mode, "backend": backend, "median_s": None,
+         "ratio_to_eager": None, "ratio_to_inductor": None, "cold_compile_s": None,
+         "warm_start_s": None, "peak_rss_mb": None, "numerics_ok": None, "min_s": None,
+         "max_s": None, "repeats": 0, "numerics_max_diff": None, "status": "ok",
+         "gb_per_s": None, "triad_fraction": None, "notes": []}
+    oks, diffs = [], []
+    if cst is not None:
+        r["cold_compile_s"], r["warm_start_s"] = cst["cold_compile_s"], cst["warm_start_s"]
+        r["peak_rss_mb"] = cst["peak_rss_mb"]
+        if cst["status"] != "ok":
+            r["status"] = "cost phase " + cst["status"]
+        for proc in ("cold", "warm"):
+            run = cst.get(proc) or {}
+            if run.get("status") == "ok":
+                ok, d = _checks_ok(run["checks"], eager_checks)
+                if ok is not None:
+                    oks.append(ok)
+                    diffs.append(d)
+        if (cst.get("cold") or {}).get("ember"):
+            e = cst["cold"]["ember"]
+            r["notes"].append(f"cold: {e['graphs_compiled']} graphs compiled, "
+                              f"{e['fallbacks']} fallbacks")
+    if tim is not None:
+        if tim["status"] != "ok":
+            r["status"] = "timing phase " + tim["status"] if r["status"] == "ok" else r["status"]
+        r["median_s"], r["min_s"], r["max_s"] = tim["median_s"], tim["min_s"], tim["max_s"]
+        r["repeats"] = len(tim["times"])
+        r["ratio_to_eager"] = tim["ratios"].get("eager")
+        r["ratio_to_inductor"] = tim["ratios"].get("inductor")
+        if tim.get("numerics_ok") is not None:
+            oks.append(tim["numerics_ok"])
+            diffs.append(tim["numerics_max_diff"])
+    if oks:
+        r["numerics_ok"] = all(oks)
+        r["numerics_max_diff"] = max(diffs)
+    if bytes_moved and r["median_s"]:
+        r["gb_per_s"] = bytes_moved / r["median_s"] / 1e9
+        r["triad_fraction"] = r["gb_per_s"] / triad
+    return r
+
+
+def run(a) -> dict:
+    log = _Log()
+    cache_root = tempfile.mkdtemp(prefix="ember-bench-caches-")
+    # This process's own caches (timing phase) never touch the user's.
+    os.environ.setdefault("EMBER_CACHE_DIR", os.path.join(cache_root, "timing-ember"))
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache_root, "timing-inductor"))
+    info = machine.info()
+    log(f"machine: {info['cpu_model']}, {info['cores']} cores, torch {info['torch_version']}, "
+        f"commit {info['commit']}, ember backend {info['ember_backend']}, load "
+        f"{info['load_average_start'][0]:.1f}")
+    quick_ceil = a.scale != "full"
+    ceil = {"start": ceilings.measure(quick_ceil)}
+    log(f"ceilings: triad {ceil['start']['triad_gb_per_s']:.1f} GB/s, GEMM "
+        f"{ceil['start']['gemm_gflop_per_s']:.1f} GFLOP/s")
+    s = a.settings
+    absent = {b: B.unavailable_reason(b) for b in a.backends}
+    for b, why in absent.items():
+        if why:
+            log(f"backend {b}: {why}")
+    results = []
+    for name in a.models:
+        try:
+            w = models.build(name, a.scale)
+        except Exception as e:  # noqa: BLE001 - e.g. transformers or train_gpt.py missing
+            log(f"model {name}: cannot build: {type(e).__name__}: {e}")
+            for mode in a.modes:
+                for b in a.backends:
+                    r = _result(name, mode, b, None, None, None, None, 1.0)
+                    r["status"] = f"model not built: {type(e).__name__}: {e}"
+                    results.append(r)
+            continue
+        log(f"model {name}: {w.description}")
+        for mode in a.modes:
+            if mode not in w.modes:
+                continue
+            runnable = [b for b in a.backends if not absent[b]]
+            csts = {}
+            if not a.no_cost:
+                for b in runnable:
+                    log(f"  {name} {mode}: cost phase, {b} (cold + warm processes)")
+                    csts[b] = cost.measure(name, mode, b, a.scale, s["startup"], s["steady"],
+                                           cache_root, a.timeout)
+                    c = csts[b]
+                    log(f"    {c['status']}; cold compile {c['cold_compile_s']}, warm start "
+                        f"{c['warm_start_s']}, peak RSS {c['peak_rss_mb']}")
+            # A backend that crashed its cost process stays out of this process.
+            crashed = {b for b, c in csts.items() if (c.get("cold") or {}).get("status", "")
+                       .startswith("failed: exit code") or "timed out" in c["status"]}
+            runners = {}
+            for b in runnable:
+                if b in crashed:
+                    continue
+                if b in csts:
+                    os.environ["TORCHINDUCTOR_CACHE_DIR" if b == "inductor" else
+                               "EMBER_CACHE_DIR"] = os.path.join(
+                        csts[b]["cache_dir"], "inductor" if b == "inductor" else "ember")
+                try:
+                    runners[b] = B.make_runner(b, w, mode)
+                except Exception as e:  # noqa: BLE001
+                    log(f"    {b}: cannot set up: {e}")
+            log(f"  {name} {mode}: timing phase, {', '.join(runners)} interleaved")
+            tim = timing.interleaved(
+                runners, s["warmup"], s["repeats"], budget_s=s["budget_s"],
+                on_error=lambda b, e: log(f"    {b} failed: {type(e).__name__}: {e}"))
+            del runners
+            gc.collect()
+            eager_checks = ((csts.get("eager") or {}).get("cold") or {}).get("checks")
+            for b in a.backends:
+                if absent[b]:
+                    r = _result(name, mode, b, None, None, None, None, 1.0)
+                    r["status"] = absent[b]
+                elif b in crashed and b not in tim:
+                    r = _result(name, mode, b, None, csts.get(b), eager_checks, None, 1.0)
+                else:
+                    r = _result(name, mode, b, tim.get(b), csts.get(b), eager_checks,
+                                w.bytes_moved, ceil["start"]["triad_gb_per_s"])
+                results.append(r)
+                if r["median_s"]:
+                    log(f"    {b}: median {r['median_s'] * 1e3:.2f} ms, x{r['ratio_to_eager']:.2f}"
+                        f" of eager, numerics {r['numerics_ok']}")
+            if a.torch_xla_venv:
+                log(f"  {name} {mode}: PyTorch/XLA ({a.torch_xla_venv})")
+                results.append(xla.column(a.torch_xla_venv, name, mode, a.scale, s, cache_root,
+                                          a.timeout, eager_checks, w.bytes_moved,
+                                          ceil["start"]["triad_gb_per_s"], a.no_cost, _result))
+        del w
+        gc.collect()
+    ceil["end"] = ceilings.measure(quick_ceil)
+    info["load_average_end"] = list(os.getloadavg())
+    log(f"ceilings at end: triad {ceil['end']['triad_gb_per_s']:.1f} GB/s, GEMM "
+        f"{ceil['end']['gemm_gflop_per_s']:.1f} GFLOP/s; total "
+        f"{time.perf_counter() - log.t0:.0f} s")
+    settings = dict(s, scale=a.scale, models=a.models, modes=a.modes, backends=a.backends,
+                    cost_phase=not a.no_cost, torch_xla_venv=a.torch_xla_venv,
+                    numerics_rtol=timing.RTOL, command=" ".join(["python -m ember.bench"]
+                                                                + sys.argv[1:]),
+                    wall_s=time.perf_counter() - log.t0)
+    return {"machine": info, "ceilings": ceil, "settings": settings, "results": results}
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    torch.manual_seed(0)
+    doc = run(a)
+    if a.json_path:  # first: a formatting problem below must not lose the measurements
+        report.to_json(doc, a.json_path)
+    md = report.markdown(doc)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(md)
+    if a.plot:
+        from . import plot
+
+        plot.bar_chart(doc, a.plot)
+    print(md)
+    return 0
+

@@ -1,0 +1,96 @@
+"""The cost phase: each backend alone in fresh processes (compile time, warm start, memory).
+
+For one (model, mode, backend), ``measure`` makes a fresh, empty cache directory and runs
+``worker.py cost`` twice in new processes with ``EMBER_CACHE_DIR`` and
+``TORCHINDUCTOR_CACHE_DIR`` pointing into it:
+
+1. **cold**: empty caches. Its start-up steps compile; ``cold_compile_s`` is their excess
+   over steady state: ``sum(first K steps) - K * median(the N steady steps)`` (K =
+   ``startup``, N = ``steady``), clamped at 0. This is the compile (and first-run) cost a
+   user waits for, whatever step it falls in (Inductor and ember both compile again when
+   the optimizer's state appears in step 2).
+2. **warm**: a second process on the same, now filled, caches; ``warm_start_s`` is the
+   same excess. In-memory state starts empty, so it measures what the disk caches save.
+
+``peak_rss_mb`` is the cold process's peak resident set size (``ru_maxrss``: includes
+the interpreter, torch and the backend's compiler). The cache directory is returned so
+the timing phase can run with the warm caches.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
+
+
+def excess(step_s: list, startup: int) -> float | None:
+    """sum(step_s[:startup]) - startup * median(step_s[startup:]), >= 0 (seconds)."""
+    if len(step_s) <= startup:
+        return None
+    steady = statistics.median(step_s[startup:])
+    return max(0.0, sum(step_s[:startup]) - startup * steady)
+
+
+def worker_env(cache_dir: str, extra: dict | None = None) -> dict:
+    """The environment of a worker: ours, with the caches redirected into `cache_dir` and
+    the directory holding the ``ember`` package first on PYTHONPATH."""
+    env = dict(os.environ)
+    env["EMBER_CACHE_DIR"] = os.path.join(cache_dir, "ember")
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache_dir, "inductor")
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(WORKER)))
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
+    env.update(extra or {})
+    return env
+
+
+def spawn(args: list, env: dict, timeout: float, python: str = sys.executable) -> dict:
+    """Runs ``python worker.py *args --json F`` and returns its JSON; on a crash, a
+    timeout or a missing result, {"status": "failed: ..."} with the last stderr line."""
+    with tempfile.TemporaryDirectory(prefix="ember-bench-") as d:
+        out = os.path.join(d, "result.json")
+        try:
+            p = subprocess.run([python, WORKER, *args, "--json", out], env=env,
+                               capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"status": f"failed: timed out after {timeout:.0f} s"}
+        if os.path.exists(out):
+            with open(out) as f:
+                res = json.load(f)
+            if p.returncode != 0 and res.get("status") == "ok":
+                res["status"] = f"failed: exit code {p.returncode}"
+            return res
+        tail = [ln for ln in (p.stderr or "").splitlines() if ln.strip()][-1:] or [""]
+        return {"status": f"failed: exit code {p.returncode} (no result): {tail[0][:300]}"}
+
+
+def measure(model: str, mode: str, backend: str, scale: str, startup: int, steady: int,
+            cache_root: str, timeout: float, python: str = sys.executable,
+            extra_env: dict | None = None) -> dict:
+    """Cold then warm process for one backend (see the module docstring).
+
+    Returns {"status", "cold", "warm" (the workers' JSON), "cold_compile_s",
+    "warm_start_s", "peak_rss_mb", "cache_dir"}."""
+    cache_dir = tempfile.mkdtemp(prefix=f"{model}-{mode}-{backend}-", dir=cache_root)
+    env = worker_env(cache_dir, extra_env)
+    args = ["cost", "--model", model, "--mode", mode, "--backend", backend, "--scale", scale,
+            "--startup", str(startup), "--steady", str(steady)]
+    cold = spawn(args, env, timeout, python)
+    res = {"status": cold["status"], "cold": cold, "warm": None, "cold_compile_s": None,
+           "warm_start_s": None, "peak_rss_mb": None, "cache_dir": cache_dir}
+    if cold["status"] != "ok":
+        return res
+    warm = spawn(args, env, timeout, python)
+    res["warm"] = warm
+    res["cold_compile_s"] = excess(cold["step_s"], startup)
+    res["peak_rss_mb"] = cold["peak_rss_mb"]
+    if warm["status"] == "ok":
+        res["warm_start_s"] = excess(warm["step_s"], startup)
+    else:
+        res["status"] = "warm process " + warm["status"]
+    return res

@@ -1,0 +1,54 @@
+"""The PNG bar chart of a run: each backend's step time as a ratio to eager.
+
+One group of bars per (model, mode), one bar per non-eager backend, log-scale y axis with
+a line at 1 (eager). Lower is faster. Results without a time, or whose numerics check
+failed (a fast wrong answer never counts), get no bar; the latter are marked "wrong".
+Uses matplotlib's non-interactive Agg backend.
+"""
+from __future__ import annotations
+
+
+def bar_chart(doc: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = doc["results"]
+    groups = []
+    for r in results:
+        key = (r["model"], r["mode"])
+        if key not in groups:
+            groups.append(key)
+    backends = []
+    for r in results:
+        if r["backend"] != "eager" and r["backend"] not in backends:
+            backends.append(r["backend"])
+    by = {(r["model"], r["mode"], r["backend"]): r for r in results}
+    width = 0.8 / max(1, len(backends))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(groups) + 2), 4.5))
+    for j, b in enumerate(backends):
+        xs, ys = [], []
+        for i, (model, mode) in enumerate(groups):
+            r = by.get((model, mode, b))
+            x = i - 0.4 + width * (j + 0.5)
+            if r is None or r["ratio_to_eager"] is None:
+                continue
+            if r["numerics_ok"] is False:
+                ax.text(x, 1.0, "wrong", rotation=90, ha="center", va="bottom", fontsize=7)
+                continue
+            xs.append(x)
+            ys.append(r["ratio_to_eager"])
+        ax.bar(xs, ys, width, label=b)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{m}\n{mode}" for m, mode in groups], fontsize=8)
+    ax.set_ylabel("step time / eager step time (lower is faster)")
+    m = doc["machine"]
+    ax.set_title(f"ember.bench {m['date_utc']} UTC, commit {m['commit']}, "
+                 f"{m['cores']} cores", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
