@@ -113,9 +113,12 @@ def _result(model, mode, backend, tim, cst, eager_checks, bytes_moved, triad):
         r["peak_rss_mb"] = cst["peak_rss_mb"]
         if cst["status"] != "ok":
             r["status"] = "cost phase " + cst["status"]
+        r["processes"] = {}
         for proc in ("cold", "warm"):
             run = cst.get(proc) or {}
             if run.get("status") == "ok":
+                r["processes"][proc] = {k: run.get(k) for k in (
+                    "wall_s", "cpu_s", "import_s", "setup_s", "step_s", "peak_rss_mb")}
                 ok, d = _checks_ok(run["checks"], eager_checks)
                 if ok is not None:
                     oks.append(ok)
@@ -141,6 +144,21 @@ def _result(model, mode, backend, tim, cst, eager_checks, bytes_moved, triad):
         r["gb_per_s"] = bytes_moved / r["median_s"] / 1e9
         r["triad_fraction"] = r["gb_per_s"] / triad
     return r
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its reaped children (the fresh processes)."""
+    import resource
+
+    t = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        ru = resource.getrusage(who)
+        t += ru.ru_utime + ru.ru_stime
+    return t
 
 
 def run(a) -> dict:
@@ -186,8 +204,12 @@ def run(a) -> dict:
                     csts[b] = cost.measure(name, mode, b, a.scale, s["startup"], s["steady"],
                                            cache_root, a.timeout)
                     c = csts[b]
-                    log(f"    {c['status']}; cold compile {c['cold_compile_s']}, warm start "
-                        f"{c['warm_start_s']}, peak RSS {c['peak_rss_mb']}")
+                    cold, warm = c.get("cold") or {}, c.get("warm") or {}
+                    log(f"    {c['status']}; cold compile {_fmt(c['cold_compile_s'])} s, warm "
+                        f"start {_fmt(c['warm_start_s'])} s, peak RSS {_fmt(c['peak_rss_mb'])}"
+                        f" MiB; processes {_fmt(cold.get('wall_s'))} + "
+                        f"{_fmt(warm.get('wall_s'))} s wall, {_fmt(cold.get('cpu_s'))} + "
+                        f"{_fmt(warm.get('cpu_s'))} s CPU")
             # A backend that crashed its cost process stays out of this process.
             crashed = {b for b, c in csts.items() if (c.get("cold") or {}).get("status", "")
                        .startswith("failed: exit code") or "timed out" in c["status"]}
@@ -239,7 +261,7 @@ def run(a) -> dict:
                     cost_phase=not a.no_cost, torch_xla_venv=a.torch_xla_venv,
                     numerics_rtol=timing.RTOL, command=" ".join(["python -m ember.bench"]
                                                                 + sys.argv[1:]),
-                    wall_s=time.perf_counter() - log.t0)
+                    wall_s=time.perf_counter() - log.t0, cpu_s=_cpu_s())
     return {"machine": info, "ceilings": ceil, "settings": settings, "results": results}
 
 

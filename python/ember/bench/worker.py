@@ -100,7 +100,13 @@ def cost(args) -> dict:
         runner.finish()
         steps.append(time.perf_counter() - t0)
         checks.append(_check_value(runner, args.mode, res))
+    ru_self = resource.getrusage(resource.RUSAGE_SELF)
+    ru_kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = {
+        # CPU seconds of this process and its reaped children (compiler subprocesses):
+        # on a loaded machine, the figure that predicts wall time on an idle one.
+        "cpu_s": ru_self.ru_utime + ru_self.ru_stime + ru_kids.ru_utime + ru_kids.ru_stime,
+        "wall_s": time.perf_counter() - T_START,
         "torch_import_s": t_torch - T_START,
         "import_s": t_import - T_START,
         "setup_s": t_setup - t_import,
