@@ -1098,13 +1098,9 @@ void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   }
   args[0] = self;
   for (auto& a : args) stack->push_back(std::move(a));
+  // The result is wrapped by to_copy_functionalize when the call came through
+  // functionalization, and by trace_boxed (maybe_wrap) when from outside it.
   trace_boxed(op, ks, stack);
-  // Functionalization wraps `_to_copy` results only for XLA/Lazy: wrap our own.
-  at::Tensor r = stack->back().toTensor();
-  if (!c10::impl::tls_local_dispatch_key_set().included_.has(c10::DispatchKey::Functionalize) &&
-      !at::functionalization::impl::isFunctionalTensor(r)) {
-    stack->back() = at::functionalization::impl::to_functional_tensor(r);
-  }
 }
 
 // copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor  (functional)
@@ -1320,6 +1316,35 @@ at::Tensor& copy_functionalize(at::Tensor& self, const at::Tensor& src, bool non
   return self;
 }
 
+// Functionalization of _to_copy. torch's kernel wraps the result only for XLA/Lazy
+// targets, so the bridge must wrap ember results itself -- here, where it knows that the
+// call came through functionalization. Its PrivateUse1 kernel cannot tell: below
+// functionalization (e.g. inside a torch.library custom op's implementation, which runs
+// on unwrapped tensors) it is called with Functionalize excluded exactly as from here,
+// and a wrapped result there would escape as a wrapper inside a wrapper.
+at::Tensor to_copy_functionalize(const at::Tensor& self, std::optional<at::ScalarType> dtype,
+                                 std::optional<at::Layout> layout,
+                                 std::optional<at::Device> device, std::optional<bool> pin_memory,
+                                 bool non_blocking,
+                                 std::optional<at::MemoryFormat> memory_format) {
+  namespace fimpl = at::functionalization::impl;
+  at::Tensor self_ = self;
+  if (fimpl::isFunctionalTensor(self)) {
+    fimpl::sync(self);
+    self_ = fimpl::from_functional_tensor(self);
+  }
+  at::Tensor out;
+  {
+    at::AutoDispatchSkipFunctionalize guard;
+    out = at::_ops::_to_copy::call(self_, dtype, layout, device, pin_memory, non_blocking,
+                                   memory_format);
+  }
+  if (out.defined() && out.device().type() == kDeviceType && !fimpl::isFunctionalTensor(out)) {
+    out = fimpl::to_functional_tensor(out);
+  }
+  return out;
+}
+
 // native_batch_norm mutates running_mean/running_var in training mode, but its schema
 // has no alias annotations, so functionalization would treat it as functional and the
 // update would bypass views of the running stats (e.g. a state_dict taken earlier).
@@ -1388,6 +1413,7 @@ void register_kernels() {
       c10::WarningUtils::WarningHandlerGuard guard(&silent);
       flib->impl("copy_", TORCH_FN(copy_functionalize));
       flib->impl("native_batch_norm", TORCH_FN(native_batch_norm_functionalize));
+      flib->impl("_to_copy", TORCH_FN(to_copy_functionalize));
     }
     auto& d = c10::Dispatcher::singleton();
     for (const auto& name : d.getAllOpNames()) {
