@@ -242,7 +242,9 @@ LowerResult LowerHardSigmoid(GraphBuilder& b, const AtenCall& c) {
 
 // _softmax(self, dim, half_to_float) / _log_softmax(...): the maximum is
 // subtracted; computed in f32 for bf16/f16 inputs and rounded once.
-template <bool kLog>
+// _safe_softmax(self, dim, dtype?) (SDPA's math path): rows that are all
+// -inf give 0 instead of NaN.
+template <bool kLog, bool kSafe = false>
 LowerResult LowerSoftmax(GraphBuilder& b, const AtenCall& c) {
   EMBER_RETURN_IF_ERROR(DeclineComplex(c));
   EMBER_ASSIGN_OR_RETURN(TensorArg x, TensorAt(c, 0));
@@ -259,6 +261,10 @@ LowerResult LowerSoftmax(GraphBuilder& b, const AtenCall& c) {
   NodeId e = b.Exp(shifted);
   NodeId s = BroadcastTo(b, ReduceKeep(b, e, x.sizes, dims, ReduceKind::kAdd), kept, x.sizes);
   NodeId r = kLog ? b.Subtract(shifted, b.Unary(OpKind::kLog, s)) : b.Divide(e, s);
+  if (kSafe) {
+    NodeId all_masked = b.Compare(m, Splat(b, t, -INFINITY, kept), ComparisonKind::kEq);
+    r = b.Select(BroadcastTo(b, all_masked, kept, x.sizes), Splat(b, t, 0, x.sizes), r);
+  }
   return CheckOutputs(b, c, {Finish(b, r, out)});
 }
 
@@ -317,6 +323,7 @@ void RegisterActivation(LoweringTable& t) {
   t.Add("aten::hardswish", LowerHardSigmoid<true>);
   t.Add("aten::_softmax", LowerSoftmax<false>);
   t.Add("aten::_log_softmax", LowerSoftmax<true>);
+  t.Add("aten::_safe_softmax", LowerSoftmax<false, true>);
   t.Add("aten::_softmax_backward_data", LowerSoftmaxBackward<false>);
   t.Add("aten::_log_softmax_backward_data", LowerSoftmaxBackward<true>);
 }

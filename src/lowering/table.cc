@@ -30,6 +30,12 @@ const LoweringTable& LoweringTable::Get() {
     RegisterActivation(*t);
     RegisterNorm(*t);
     RegisterLoss(*t);
+    RegisterMatmul(*t);
+    RegisterDataMovement(*t);
+    RegisterIndexing(*t);
+    RegisterFactory(*t);
+    RegisterForeach(*t);
+    RegisterRandom(*t);
     return t;
   }();
   return *table;
