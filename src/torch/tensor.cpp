@@ -455,6 +455,20 @@ bool is_factory(const std::vector<c10::IValue>& args) {
   return true;
 }
 
+// Batch norm in eval mode: the Meta kernels return save_mean/save_invstd (returns 1
+// and 2) of shape [C] where the CPU kernel returns empty tensors; ember follows the CPU
+// kernel (with [C] the buffers were left uninitialized).
+bool batch_norm_in_eval_mode(const c10::FunctionSchema& schema,
+                             const std::vector<c10::IValue>& args) {
+  const auto& n = schema.name();
+  if (n == "aten::_native_batch_norm_legit_no_training") return true;
+  if (n != "aten::native_batch_norm" && n != "aten::_native_batch_norm_legit_functional" &&
+      !(n == "aten::_native_batch_norm_legit" && schema.overload_name().empty())) {
+    return false;
+  }
+  return args.size() > 5 && args[5].isBool() && !args[5].toBool();
+}
+
 // Runs the Meta kernel (cached). Throws whatever the Meta kernel throws.
 std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
                                              const std::vector<c10::IValue>& args,
@@ -535,13 +549,17 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
       for (bool b : args[i].toBoolList()) mask.push_back(b);
     }
   }
+  const bool bn_eval = batch_norm_in_eval_mode(schema, args);
   for (size_t r = 0; r < rets.size(); ++r) {
     const auto* ai = rets[r].alias_info();
-    const auto& v = stack[r];
+    auto& v = stack[r];
     if (r < mask.size() && !mask[r] && v.isTensor()) {
       res->ret_alias_arg.push_back(-1);
       res->ret_shape.push_back(-2);
       continue;
+    }
+    if (bn_eval && (r == 1 || r == 2) && v.isTensor()) {
+      v = at::empty({0}, v.toTensor().options());  // save_mean/save_invstd, as on CPU
     }
     if (ai && ai->isWrite()) {
       // Find the written argument with the same alias set.

@@ -35,3 +35,20 @@ def test_custom_op_inplace_after_to_dtype():
     a tensor without storage: a segfault."""
     x = torch.randn(4, 5)
     close(_scaled_mask(x.to(DEV)), _scaled_mask(x))
+
+
+# Kind: a Meta kernel that disagrees with the CPU kernel on output shapes (ember takes
+# shapes from Meta). Batch norm in eval mode: Meta gives save_mean/save_invstd of shape
+# [C], CPU empty tensors; ember returned [C] tensors of uninitialized memory.
+
+def test_batch_norm_eval_mode_save_stats_follow_cpu():
+    x, w, b = torch.randn(3, 2, 4), torch.randn(2), torch.randn(2)
+    rm, rv = torch.randn(2), torch.rand(2) + 0.5
+    expected = torch.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5)
+    got = torch.native_batch_norm(*(t.to(DEV) for t in (x, w, b, rm, rv)), False, 0.1, 1e-5)
+    assert [tuple(t.shape) for t in got] == [(3, 2, 4), (0,), (0,)]
+    close(got[0], expected[0])
+    f = torch.ops.aten._native_batch_norm_legit_no_training
+    got = f(*(t.to(DEV) for t in (x, w, b, rm, rv)), 0.1, 1e-5)
+    assert [tuple(t.shape) for t in got] == [(3, 2, 4), (0,), (0,)]
+    close(got[0], f(x, w, b, rm, rv, 0.1, 1e-5)[0])

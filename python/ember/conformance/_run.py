@@ -15,8 +15,8 @@ gradients of all inputs that require grad; those are compared (an unused input's
 ``None`` equals zeros). Samples without a differentiable output are not counted.
 
 The outcome of an item is ``error`` if any sample raised on ember (and not on CPU),
-else ``flaky`` if any sample was, else ``mismatch`` if any sample differed, else
-``pass``. Entries whose values OpInfo itself does not compare with CPU (random output,
+else ``mismatch`` if any sample differed from CPU, else ``flaky`` if the two ember runs of
+any sample differed, else ``pass``. Entries whose values OpInfo itself does not compare with CPU (random output,
 uninitialized memory: ``_ops.value_skip_reason``) are checked for result structure,
 shapes and dtypes only and get ``skip`` when those match.
 """
@@ -237,7 +237,7 @@ def run_item(op, dtype, direction, device="ember", max_samples=None):
             if not skip_reason and not _compare.identical(r1, r2):
                 worst["flaky"] = worst["flaky"] or f"{where}: two ember runs differ"
         res["passed"] += 1
-    for kind in ("error", "flaky", "mismatch"):
+    for kind in ("error", "mismatch", "flaky"):
         if worst[kind]:
             res["outcome"] = kind
             res["message"] = worst[kind]
