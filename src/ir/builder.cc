@@ -1,5 +1,7 @@
 #include "ember/ir/builder.h"
 
+#include <algorithm>
+
 namespace ember {
 
 GraphBuilder::GraphBuilder(std::string name) { g_.name_ = std::move(name); }
@@ -25,9 +27,15 @@ NodeId GraphBuilder::AddNode(OpKind op, std::vector<NodeId> operands, Attrs attr
   }
   auto shape = InferShape(op, shapes, attrs, declared, literal.get());
   if (!shape.ok()) return Fail(shape.status());
+  int depth = 0;
   if (op == OpKind::kFusion) {
     Status body_ok = CheckFusionBody(shapes, called.get(), *shape, attrs.GetString("kind"));
     if (!body_ok.ok()) return Fail(body_ok);
+    depth = called->fusion_depth() + 1;
+    if (depth > kMaxFusionNesting)
+      return Fail(InvalidArgument("graph '", g_.name_, "': fusion bodies nested more than ",
+                                  kMaxFusionNesting, " deep (fusion calling '", called->name(),
+                                  "')"));
   }
   if (op == OpKind::kParameter) {
     int64_t index = attrs.GetInt("index", -1);
@@ -47,6 +55,7 @@ NodeId GraphBuilder::AddNode(OpKind op, std::vector<NodeId> operands, Attrs attr
   n.metadata = std::move(metadata);
   n.called = std::move(called);
   g_.nodes_.push_back(std::move(n));
+  g_.fusion_depth_ = std::max(g_.fusion_depth_, depth);
   return g_.nodes_.back().id;
 }
 
@@ -315,7 +324,22 @@ StatusOr<Graph> GraphBuilder::Build() {
     if (g.parameters_[i] == kInvalidNode)
       return InvalidArgument("parameter(", i, ") is missing: parameters must be numbered 0..",
                              g.parameters_.size() - 1, " without gaps");
-  EMBER_RETURN_IF_ERROR(Verify(g));
+  // AddNode already inferred and checked every node (operands precede their
+  // users, shapes, fusion bodies and their nesting bound) and SetOutputs the
+  // outputs: what is left to check is the alias map.
+  for (auto [out, param] : g.aliases_) {
+    if (out < 0 || out >= static_cast<int>(g.outputs_.size()))
+      return InvalidArgument("alias: output index ", out, " out of range [0, ",
+                             g.outputs_.size(), ")");
+    if (param < 0 || param >= static_cast<int>(g.parameters_.size()))
+      return InvalidArgument("alias: parameter index ", param, " out of range [0, ",
+                             g.parameters_.size(), ")");
+    const Shape& os = g.nodes_[g.outputs_[out]].shape;
+    const Shape& ps = g.nodes_[g.parameters_[param]].shape;
+    if (os != ps)
+      return InvalidArgument("alias: output ", out, " (", os.ToString(), ") and parameter ",
+                             param, " (", ps.ToString(), ") differ in shape");
+  }
   return g;
 }
 

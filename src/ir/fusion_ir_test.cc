@@ -246,7 +246,8 @@ TEST(FusionIrTest, NestingIsBounded) {
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("nested more than 64"), std::string::npos)
       << g.status().ToString();
-  // Builder: a chain of bodies deeper than 64 fails Verify in Build.
+  // Builder: the fusion that makes a chain of bodies deeper than 64 is
+  // refused when it is added (AddNode), and Build returns that error.
   auto body = MulAddBody();
   Status last;
   for (int depth = 0; depth < 70 && last.ok(); ++depth) {
@@ -262,6 +263,12 @@ TEST(FusionIrTest, NestingIsBounded) {
     body = std::make_shared<const Graph>(std::move(built).value());
   }
   EXPECT_NE(last.message().find("nested more than 64"), std::string::npos) << last.ToString();
+  EXPECT_EQ(body->fusion_depth(), 64);
+  GraphBuilder b("too_deep");
+  NodeId p0 = b.Parameter(0, kF8);
+  NodeId p1 = b.Parameter(1, kF8);
+  EXPECT_EQ(b.Fusion({p0, p1}, body, FusionKind::kLoop), kInvalidNode);
+  EXPECT_NE(b.status().message().find("nested more than 64"), std::string::npos);
 }
 
 TEST(FusionIrTest, ParseErrors) {

@@ -197,7 +197,9 @@ namespace {
 // `verified` holds bodies already checked (a body shared by many fusions is
 // verified once); `depth` bounds the nesting of bodies.
 Status VerifyImpl(const Graph& g, std::set<const Graph*>& verified, int depth) {
-  if (depth > 64) return InvalidArgument("graph '", g.name(), "': fusion bodies nested more than 64 deep");
+  if (depth > kMaxFusionNesting)
+    return InvalidArgument("graph '", g.name(), "': fusion bodies nested more than ",
+                           kMaxFusionNesting, " deep");
   std::vector<int> param_seen(g.parameters().size(), 0);
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];

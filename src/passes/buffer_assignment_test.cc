@@ -17,10 +17,14 @@
 namespace ember {
 namespace {
 
+// Scalar libm in kernels (CodegenOptions::vector_math off): these tests
+// check buffer planning bit for bit against the interpreter; vector math's
+// accuracy is codegen_vector_math_test's and the fuzzers'.
 CompileOptions CpuOptions() {
   CompileOptions o;
   o.backend = Backend::kCpu;
   o.codegen.fast = true;
+  o.codegen.vector_math = false;
   return o;
 }
 

@@ -21,15 +21,35 @@ struct Cluster {
   std::vector<NodeId> members;          // root first, then in joining order
   std::unordered_set<NodeId> in;        // members (absorbed and duplicated)
   std::unordered_map<NodeId, double> evaluations;  // per kernel run
-  NodeId reduce = kInvalidNode;
+  std::vector<NodeId> reduces;  // in joining order
+  bool row = false;             // a row fusion (fusion_legality.h CanRowFuse)
 };
 
 double Elements(const Shape& s) { return s.is_tuple() ? 0.0 : static_cast<double>(s.num_elements()); }
 
+// Whether broadcast-in-dim `c` repeats each element of its operand along
+// the innermost dims only (operand = the leading dims of the result, mapped
+// to dims {0..k-1}): a "row broadcast". Generated code evaluates such an
+// operand once per row, outside the loop over the row (docs/codegen.md).
+bool IsRowBroadcast(const Graph& g, const Node& c) {
+  if (c.op != OpKind::kBroadcastInDim || c.shape.is_tuple()) return false;
+  const Shape& os = g.node(c.operands[0]).shape;
+  const auto& map = c.attrs.GetInts("dimensions");
+  if (os.rank() == 0 || os.rank() >= c.shape.rank()) return false;
+  for (int i = 0; i < os.rank(); ++i)
+    if (map[i] != i || os.dim(i) != c.shape.dim(i)) return false;
+  return true;
+}
+
 // How many times `producer` is evaluated when its consumer `c` is evaluated
 // `c_evals` times: a broadcast or slice reads one operand element per result
-// element; other ops read their operands in proportion to their sizes.
-double ProducerEvaluations(const Node& producer, const Node& c, double c_evals) {
+// element, except a row broadcast (once per row); other ops read their
+// operands in proportion to their sizes.
+double ProducerEvaluations(const Graph& g, const Node& producer, const Node& c, double c_evals) {
+  if (IsRowBroadcast(g, c)) {
+    const double ce = Elements(c.shape);
+    return ce <= 0 ? 0 : c_evals * Elements(producer.shape) / ce;
+  }
   if (c.op == OpKind::kBroadcastInDim || c.op == OpKind::kSlice) return c_evals;
   const double ce = Elements(c.shape);
   if (ce <= 0) return 0;
@@ -167,7 +187,7 @@ class FusionBuilder {
     c.members.push_back(root);
     c.in.insert(root);
     c.evaluations[root] = Elements(g_.node(root).shape);
-    if (g_.node(root).op == OpKind::kReduce) c.reduce = root;
+    if (g_.node(root).op == OpKind::kReduce) c.reduces.push_back(root);
     owner_[root] = ci;
 
     std::priority_queue<NodeId> heap;
@@ -190,26 +210,30 @@ class FusionBuilder {
       }
       const NodeId shown = consumers.empty() ? root : consumers.front();
       if (pn.op == OpKind::kParameter) continue;  // a parameter is simply an input
-      bool absorb = false;
-      FusionDecision d = Decide(c, ci, p, consumers, &absorb);
+      bool absorb = false, row = false;
+      FusionDecision d = Decide(c, ci, p, consumers, &absorb, &row);
       if (!d) {
         Refuse(p, shown, d.reason);
         is_input_[p] = true;
         continue;
       }
       double evals = 0;
-      for (NodeId m : consumers) evals += ProducerEvaluations(pn, g_.node(m), c.evaluations[m]);
+      for (NodeId m : consumers) evals += ProducerEvaluations(g_, pn, g_.node(m), c.evaluations[m]);
+      // A reduce is computed once per result element (kept in a buffer, or
+      // in a row kernel once per row), whatever reads it.
+      if (pn.op == OpKind::kReduce) evals = Elements(pn.shape);
       c.members.push_back(p);
       c.in.insert(p);
       c.evaluations[p] = evals;
-      if (pn.op == OpKind::kReduce) c.reduce = p;
+      if (pn.op == OpKind::kReduce) c.reduces.push_back(p);
+      c.row = c.row || row;
       if (absorb) owner_[p] = ci;
       push_operands(p);
     }
   }
 
   FusionDecision Decide(const Cluster& c, int ci, NodeId p, const std::vector<NodeId>& consumers,
-                        bool* absorb) {
+                        bool* absorb, bool* row) {
     const Node& pn = g_.node(p);
     for (NodeId m : consumers) {
       FusionDecision d = CanFuse(g_, p, m);
@@ -233,15 +257,18 @@ class FusionBuilder {
           }
       }
       FusionDecision d = CanFuseReduceResult(g_, p, std::vector<NodeId>(down.begin(), down.end()),
-                                             c.reduce);
+                                             c.reduces, row);
       if (!d) return d;
     }
     double evals = 0;
     for (NodeId m : consumers) {
       auto it = c.evaluations.find(m);
-      evals += ProducerEvaluations(pn, g_.node(m), it == c.evaluations.end() ? 0 : it->second);
+      evals += ProducerEvaluations(g_, pn, g_.node(m), it == c.evaluations.end() ? 0 : it->second);
     }
-    FusionDecision rd = CanRecompute(pn, evals);
+    if (pn.op == OpKind::kReduce) evals = Elements(pn.shape);
+    // In a row fusion each pass over the row may recompute a value.
+    const int passes = c.row ? static_cast<int>(c.reduces.size()) + 1 : 1;
+    FusionDecision rd = CanRecompute(pn, evals, passes);
     if (!rd) return rd;
     bool all_users_inside = !is_output_[p] && !is_input_[p];
     int outside = 0;
@@ -299,7 +326,7 @@ class FusionBuilder {
                                     " is not materialized");
       operands.push_back(remap[y]);
     }
-    const FusionKind kind = c.reduce != kInvalidNode ? FusionKind::kInput : FusionKind::kLoop;
+    const FusionKind kind = c.reduces.empty() ? FusionKind::kLoop : FusionKind::kInput;
     const Node& r = g_.node(c.root);
     return b.AddNode(OpKind::kFusion, std::move(operands),
                      {{"kind", std::string(FusionKindName(kind))}}, r.shape, nullptr, r.metadata,

@@ -78,37 +78,52 @@ FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output) {
 
 FusionDecision CanFuseReduceResult(const Graph& g, NodeId reduce,
                                    const std::vector<NodeId>& downstream,
-                                   NodeId existing_reduce) {
+                                   const std::vector<NodeId>& existing, bool* row) {
   const Node& r = g.node(reduce);
+  *row = false;
   std::ostringstream os;
-  if (existing_reduce != kInvalidNode) {
-    os << "the fusion already contains " << Label(g.node(existing_reduce))
-       << " (one reduction per kernel)";
-    return FusionDecision::No(os.str());
-  }
-  for (NodeId d : downstream) {
-    const Node& n = g.node(d);
-    if (n.op == OpKind::kBroadcastInDim) {
-      os << Label(r) << " result is broadcast back to " << n.shape.ToString() << " by "
-         << Label(n) << ": each output element would recompute the whole reduction";
-      return FusionDecision::No(os.str());
+  if (!existing.empty()) {
+    os << "the fusion already contains " << Label(g.node(existing.front()))
+       << " (one reduction per input fusion)";
+  } else {
+    for (NodeId d : downstream) {
+      const Node& n = g.node(d);
+      if (n.op == OpKind::kBroadcastInDim) {
+        os << Label(r) << " result is broadcast back to " << n.shape.ToString() << " by "
+           << Label(n);
+        break;
+      }
+      if (!IsElementwise(n.op)) {
+        os << Label(r) << " result feeds " << Label(n)
+           << "; only elementwise consumers of the reduced shape fuse with a reduce";
+        break;
+      }
     }
-    if (!IsElementwise(n.op)) {
-      os << Label(r) << " result feeds " << Label(n)
-         << "; only elementwise consumers of the reduced shape fuse with a reduce";
-      return FusionDecision::No(os.str());
-    }
+    if (os.str().empty()) return FusionDecision::Yes();  // input fusion
   }
-  return FusionDecision::Yes();
+  FusionDecision rd = CanRowFuse(g, reduce, downstream, existing);
+  if (rd && static_cast<int>(existing.size()) >= kMaxRowReductions) {
+    rd = FusionDecision::No("the row fusion already has " + std::to_string(existing.size()) +
+                            " reductions (bound " + std::to_string(kMaxRowReductions) + ")");
+  }
+  if (rd) {
+    *row = true;
+    return FusionDecision::Yes();
+  }
+  os << "; no row fusion: " << rd.reason;
+  return FusionDecision::No(os.str());
 }
 
-FusionDecision CanRecompute(const Node& p, double evaluations) {
+FusionDecision CanRecompute(const Node& p, double evaluations, int passes) {
   const double elems = static_cast<double>(Elements(p.shape));
   // The tolerance absorbs rounding in the evaluation counts (doubles).
-  if (!IsExpensive(p) || evaluations <= elems * (1 + 1e-9)) return FusionDecision::Yes();
+  if (!IsExpensive(p) || evaluations <= elems * passes * (1 + 1e-9)) return FusionDecision::Yes();
   std::ostringstream os;
   os << "expensive producer " << Label(p) << " would be evaluated " << evaluations
-     << " times for " << elems << " elements (replicated by a broadcast in the fusion)";
+     << " times for " << elems << " elements ("
+     << (passes > 1 ? "more than once per pass over the rows"
+                    : "replicated by a broadcast in the fusion")
+     << ")";
   return FusionDecision::No(os.str());
 }
 

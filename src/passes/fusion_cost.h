@@ -35,19 +35,30 @@ bool IsExpensive(const Node& n);
 // (transcendental, divide, reduce) never is.
 FusionDecision ShouldDuplicate(const Node& producer, int num_users, bool is_output);
 
+// At most this many reductions in one row fusion (each is one pass over a
+// row of the input; the row kernel recomputes values used by several passes).
+inline constexpr int kMaxRowReductions = 4;
+
 // Whether reduce `reduce` may join a fusion in which `downstream` (the
 // consumer and every fusion member that depends on it) computes from its
-// result, given the reduce `existing_reduce` already in the fusion
-// (kInvalidNode if none). Refuses a second reduce, a result broadcast back to
-// a larger shape (each output element would recompute the whole reduction),
-// and any non-elementwise use of the reduced value.
+// result, given the reductions `existing` already in the fusion.
+//  - Input fusion: the fusion's only reduction, used by elementwise
+//    consumers of the reduced shape (*row = false).
+//  - Row fusion (fusion_legality.h CanRowFuse: reductions over the same
+//    innermost dims, results consumed per row, e.g. broadcast back to the
+//    row shape as in softmax), at most kMaxRowReductions of them (*row = true).
+// Otherwise refused, with both reasons.
 FusionDecision CanFuseReduceResult(const Graph& g, NodeId reduce,
                                    const std::vector<NodeId>& downstream,
-                                   NodeId existing_reduce);
+                                   const std::vector<NodeId>& existing, bool* row);
 
 // Whether `producer`, evaluated `evaluations` times per kernel run inside the
 // fusion (more than its element count when a broadcast replicates it), is
-// cheap enough to recompute: an expensive producer may not be recomputed.
-FusionDecision CanRecompute(const Node& producer, double evaluations);
+// cheap enough to recompute: an expensive producer may be evaluated at most
+// `passes` times per element. `passes` is 1, except in a row fusion with n
+// reductions, where a value may be recomputed once per pass over the row
+// (n + 1 passes: a row in cache is cheaper to recompute from than a
+// materialized intermediate written to and read back from memory).
+FusionDecision CanRecompute(const Node& producer, double evaluations, int passes = 1);
 
 }  // namespace ember::passes

@@ -89,7 +89,10 @@ graph fused_mul_add_max_0(%p0: f32[8], %p1: f32[8]) {
                {});
 }
 
-TEST(FusionTest, SoftmaxKernels) {
+// Softmax: both reductions (max, then the sum of exp(x - max)) reduce the
+// rows of x, and everything else is per row: one row fusion (the CPU
+// backend walks each row in cache: max pass, exp-sum pass, normalize pass).
+TEST(FusionTest, SoftmaxIsOneRowFusion) {
   ExpectFusion(R"(graph softmax(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4] reduce(%0), dimensions={1}, to_apply=maximum
@@ -104,47 +107,127 @@ TEST(FusionTest, SoftmaxKernels) {
 )",
                R"(graph softmax(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
-  %1 = f32[4] fusion(%0), calls=fused_reduce_max_0, kind=input
-  %2 = f32[4,8] fusion(%1, %0), calls=fused_sub_exp_1, kind=loop
-  %3 = f32[4] fusion(%2), calls=fused_reduce_sum_2, kind=input
-  %4 = f32[4,8] fusion(%3, %2), calls=fused_div_3, kind=loop
-  ROOT (%4)
+  %1 = f32[4,8] fusion(%0), calls=fused_reduce_max_sub_exp_etc_0, kind=input
+  ROOT (%1)
 }
 
-graph fused_reduce_max_0(%p0: f32[4,8]) {
+graph fused_reduce_max_sub_exp_etc_0(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4] reduce(%0), dimensions={1}, to_apply=maximum
-  ROOT (%1)
-}
-
-graph fused_sub_exp_1(%p0: f32[4], %p1: f32[4,8]) {
-  %0 = f32[4] parameter(0)
-  %1 = f32[4,8] parameter(1)
-  %2 = f32[4,8] broadcast-in-dim(%0), dimensions={0}
-  %3 = f32[4,8] subtract(%1, %2)
+  %2 = f32[4,8] broadcast-in-dim(%1), dimensions={0}
+  %3 = f32[4,8] subtract(%0, %2)
   %4 = f32[4,8] exponential(%3)
-  ROOT (%4)
-}
-
-graph fused_reduce_sum_2(%p0: f32[4,8]) {
-  %0 = f32[4,8] parameter(0)
-  %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
-  ROOT (%1)
-}
-
-graph fused_div_3(%p0: f32[4], %p1: f32[4,8]) {
-  %0 = f32[4] parameter(0)
-  %1 = f32[4,8] parameter(1)
-  %2 = f32[4,8] broadcast-in-dim(%0), dimensions={0}
-  %3 = f32[4,8] divide(%1, %2)
-  ROOT (%3)
+  %5 = f32[4] reduce(%4), dimensions={1}, to_apply=add
+  %6 = f32[4,8] broadcast-in-dim(%5), dimensions={0}
+  %7 = f32[4,8] divide(%4, %6)
+  ROOT (%7)
 }
 )",
-               {
-                "refuse %5 -> %6: reduce %5 result is broadcast back to f32[4,8] by broadcast-in-dim %6: each output element would recompute the whole reduction",
-                "refuse %4 -> %7: expensive producer exponential %4 (cost 20 per element) has 2 users; not duplicated",
-                "refuse %4 -> %5: expensive producer exponential %4 (cost 20 per element) has 2 users; not duplicated",
-                "refuse %1 -> %2: reduce %1 result is broadcast back to f32[4,8] by broadcast-in-dim %2: each output element would recompute the whole reduction"});
+               {});
+}
+
+// log-softmax: x - max - log(sum(exp(x - max))); log of the per-row sum is
+// computed once per row (an outer-shaped value broadcast back along rows).
+TEST(FusionTest, LogSoftmaxIsOneRowFusion) {
+  ExpectFusion(R"(graph g(%p0: f32[16,32]) {
+  %0 = f32[16,32] parameter(0)
+  %1 = f32[16] reduce(%0), dimensions={1}, to_apply=maximum
+  %2 = f32[16,32] broadcast-in-dim(%1), dimensions={0}
+  %3 = f32[16,32] subtract(%0, %2)
+  %4 = f32[16,32] exponential(%3)
+  %5 = f32[16] reduce(%4), dimensions={1}, to_apply=add
+  %6 = f32[16] log(%5)
+  %7 = f32[16,32] broadcast-in-dim(%6), dimensions={0}
+  %8 = f32[16,32] subtract(%3, %7)
+  ROOT (%8)
+}
+)",
+               R"(graph g(%p0: f32[16,32]) {
+  %0 = f32[16,32] parameter(0)
+  %1 = f32[16,32] fusion(%0), calls=fused_reduce_max_sub_exp_etc_0, kind=input
+  ROOT (%1)
+}
+
+graph fused_reduce_max_sub_exp_etc_0(%p0: f32[16,32]) {
+  %0 = f32[16,32] parameter(0)
+  %1 = f32[16] reduce(%0), dimensions={1}, to_apply=maximum
+  %2 = f32[16,32] broadcast-in-dim(%1), dimensions={0}
+  %3 = f32[16,32] subtract(%0, %2)
+  %4 = f32[16,32] exponential(%3)
+  %5 = f32[16] reduce(%4), dimensions={1}, to_apply=add
+  %6 = f32[16] log(%5)
+  %7 = f32[16,32] broadcast-in-dim(%6), dimensions={0}
+  %8 = f32[16,32] subtract(%3, %7)
+  ROOT (%8)
+}
+)",
+               {});
+}
+
+// Layer norm over rows: the variance's reduction depends on the mean's;
+// gamma/beta are broadcast along the other dim (inputs read per element).
+TEST(FusionTest, LayerNormIsOneRowFusion) {
+  ExpectFusion(R"(graph g(%p0: f32[16,32], %p1: f32[32], %p2: f32[32]) {
+  %0 = f32[16,32] parameter(0)
+  %1 = f32[32] parameter(1)
+  %2 = f32[32] parameter(2)
+  %3 = f32[16] reduce(%0), dimensions={1}, to_apply=add
+  %4 = f32[] constant({0.03125})
+  %5 = f32[16] broadcast-in-dim(%4), dimensions={}
+  %6 = f32[16] multiply(%3, %5)
+  %7 = f32[16,32] broadcast-in-dim(%6), dimensions={0}
+  %8 = f32[16,32] subtract(%0, %7)
+  %9 = f32[16,32] multiply(%8, %8)
+  %10 = f32[16] reduce(%9), dimensions={1}, to_apply=add
+  %11 = f32[16] multiply(%10, %5)
+  %12 = f32[] constant({1e-05})
+  %13 = f32[16] broadcast-in-dim(%12), dimensions={}
+  %14 = f32[16] add(%11, %13)
+  %15 = f32[16] rsqrt(%14)
+  %16 = f32[16,32] broadcast-in-dim(%15), dimensions={0}
+  %17 = f32[16,32] multiply(%8, %16)
+  %18 = f32[16,32] broadcast-in-dim(%1), dimensions={1}
+  %19 = f32[16,32] multiply(%17, %18)
+  %20 = f32[16,32] broadcast-in-dim(%2), dimensions={1}
+  %21 = f32[16,32] add(%19, %20)
+  ROOT (%21)
+}
+)",
+               R"(graph g(%p0: f32[16,32], %p1: f32[32], %p2: f32[32]) {
+  %0 = f32[16,32] parameter(0)
+  %1 = f32[32] parameter(1)
+  %2 = f32[32] parameter(2)
+  %3 = f32[16,32] fusion(%0, %1, %2), calls=fused_reduce_sum_mul_sub_etc_0, kind=input
+  ROOT (%3)
+}
+
+graph fused_reduce_sum_mul_sub_etc_0(%p0: f32[16,32], %p1: f32[32], %p2: f32[32]) {
+  %0 = f32[16,32] parameter(0)
+  %1 = f32[32] parameter(1)
+  %2 = f32[32] parameter(2)
+  %3 = f32[16] reduce(%0), dimensions={1}, to_apply=add
+  %4 = f32[] constant({0.03125})
+  %5 = f32[16] broadcast-in-dim(%4), dimensions={}
+  %6 = f32[16] multiply(%3, %5)
+  %7 = f32[16,32] broadcast-in-dim(%6), dimensions={0}
+  %8 = f32[16,32] subtract(%0, %7)
+  %9 = f32[16,32] multiply(%8, %8)
+  %10 = f32[16] reduce(%9), dimensions={1}, to_apply=add
+  %11 = f32[16] multiply(%10, %5)
+  %12 = f32[] constant({1e-05})
+  %13 = f32[16] broadcast-in-dim(%12), dimensions={}
+  %14 = f32[16] add(%11, %13)
+  %15 = f32[16] rsqrt(%14)
+  %16 = f32[16,32] broadcast-in-dim(%15), dimensions={0}
+  %17 = f32[16,32] multiply(%8, %16)
+  %18 = f32[16,32] broadcast-in-dim(%1), dimensions={1}
+  %19 = f32[16,32] multiply(%17, %18)
+  %20 = f32[16,32] broadcast-in-dim(%2), dimensions={1}
+  %21 = f32[16,32] add(%19, %20)
+  ROOT (%21)
+}
+)",
+               {});
 }
 
 TEST(FusionTest, ReduceFusesWithProducersAndReducedShapeConsumers) {
@@ -362,7 +445,46 @@ graph fused_mul_1(%p0: f32[], %p1: f32[4,8]) {
                 "refuse %5 -> %6: dot-general stays extern"});
 }
 
+// exp of f32[8] broadcast along dim 1 of f32[4,8] would run 32 times.
 TEST(FusionTest, ExpensiveProducerIsNotReplicatedByABroadcast) {
+  ExpectFusion(R"(graph g(%p0: f32[8], %p1: f32[4,8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[8] exponential(%0)
+  %3 = f32[4,8] broadcast-in-dim(%2), dimensions={1}
+  %4 = f32[4,8] multiply(%3, %1)
+  ROOT (%4)
+}
+)",
+               R"(graph g(%p0: f32[8], %p1: f32[4,8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[8] fusion(%0), calls=fused_exp_0, kind=loop
+  %3 = f32[4,8] fusion(%2, %1), calls=fused_mul_1, kind=loop
+  ROOT (%3)
+}
+
+graph fused_exp_0(%p0: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] exponential(%0)
+  ROOT (%1)
+}
+
+graph fused_mul_1(%p0: f32[8], %p1: f32[4,8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] broadcast-in-dim(%0), dimensions={1}
+  %3 = f32[4,8] multiply(%2, %1)
+  ROOT (%3)
+}
+)",
+               {
+                "refuse %2 -> %3: expensive producer exponential %2 would be evaluated 32 times for 8 elements (replicated by a broadcast in the fusion)"});
+}
+
+// A row broadcast (operand = the leading dims) is evaluated once per row:
+// generated code computes its operand before the loop over the row.
+TEST(FusionTest, RowBroadcastOfAnExpensiveProducerFuses) {
   ExpectFusion(R"(graph g(%p0: f32[4], %p1: f32[4,8]) {
   %0 = f32[4] parameter(0)
   %1 = f32[4,8] parameter(1)
@@ -375,30 +497,24 @@ TEST(FusionTest, ExpensiveProducerIsNotReplicatedByABroadcast) {
                R"(graph g(%p0: f32[4], %p1: f32[4,8]) {
   %0 = f32[4] parameter(0)
   %1 = f32[4,8] parameter(1)
-  %2 = f32[4] fusion(%0), calls=fused_exp_0, kind=loop
-  %3 = f32[4,8] fusion(%2, %1), calls=fused_mul_1, kind=loop
-  ROOT (%3)
+  %2 = f32[4,8] fusion(%0, %1), calls=fused_exp_mul_0, kind=loop
+  ROOT (%2)
 }
 
-graph fused_exp_0(%p0: f32[4]) {
-  %0 = f32[4] parameter(0)
-  %1 = f32[4] exponential(%0)
-  ROOT (%1)
-}
-
-graph fused_mul_1(%p0: f32[4], %p1: f32[4,8]) {
+graph fused_exp_mul_0(%p0: f32[4], %p1: f32[4,8]) {
   %0 = f32[4] parameter(0)
   %1 = f32[4,8] parameter(1)
-  %2 = f32[4,8] broadcast-in-dim(%0), dimensions={0}
-  %3 = f32[4,8] multiply(%2, %1)
-  ROOT (%3)
+  %2 = f32[4] exponential(%0)
+  %3 = f32[4,8] broadcast-in-dim(%2), dimensions={0}
+  %4 = f32[4,8] multiply(%3, %1)
+  ROOT (%4)
 }
 )",
-               {
-                "refuse %2 -> %3: expensive producer exponential %2 would be evaluated 32 times for 4 elements (replicated by a broadcast in the fusion)"});
+               {});
 }
 
-TEST(FusionTest, ReduceResultBroadcastBackIsRefused) {
+// mean over rows subtracted from each row: a row fusion.
+TEST(FusionTest, ReduceResultBroadcastBackAlongRowsIsARowFusion) {
   ExpectFusion(R"(graph g(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
@@ -412,30 +528,131 @@ TEST(FusionTest, ReduceResultBroadcastBackIsRefused) {
 )",
                R"(graph g(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
-  %1 = f32[4] fusion(%0), calls=fused_reduce_sum_0, kind=input
-  %2 = f32[4,8] fusion(%1, %0), calls=fused_mul_sub_1, kind=loop
-  ROOT (%2)
-}
-
-graph fused_reduce_sum_0(%p0: f32[4,8]) {
-  %0 = f32[4,8] parameter(0)
-  %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
+  %1 = f32[4,8] fusion(%0), calls=fused_reduce_sum_mul_sub_0, kind=input
   ROOT (%1)
 }
 
-graph fused_mul_sub_1(%p0: f32[4], %p1: f32[4,8]) {
-  %0 = f32[4] parameter(0)
-  %1 = f32[4,8] parameter(1)
+graph fused_reduce_sum_mul_sub_0(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
   %2 = f32[] constant({0.125})
   %3 = f32[4] broadcast-in-dim(%2), dimensions={}
-  %4 = f32[4] multiply(%0, %3)
+  %4 = f32[4] multiply(%1, %3)
   %5 = f32[4,8] broadcast-in-dim(%4), dimensions={0}
-  %6 = f32[4,8] subtract(%1, %5)
+  %6 = f32[4,8] subtract(%0, %5)
   ROOT (%6)
 }
 )",
+               {});
+}
+
+// A reduction over an outer dim broadcast back: not rows, refused.
+TEST(FusionTest, OuterDimReductionBroadcastBackIsRefused) {
+  ExpectFusion(R"(graph g(%p0: f32[8,4]) {
+  %0 = f32[8,4] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={0}, to_apply=add
+  %2 = f32[8,4] broadcast-in-dim(%1), dimensions={1}
+  %3 = f32[8,4] subtract(%0, %2)
+  ROOT (%3)
+}
+)",
+               R"(graph g(%p0: f32[8,4]) {
+  %0 = f32[8,4] parameter(0)
+  %1 = f32[4] fusion(%0), calls=fused_reduce_sum_0, kind=input
+  %2 = f32[8,4] fusion(%1, %0), calls=fused_sub_1, kind=loop
+  ROOT (%2)
+}
+
+graph fused_reduce_sum_0(%p0: f32[8,4]) {
+  %0 = f32[8,4] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={0}, to_apply=add
+  ROOT (%1)
+}
+
+graph fused_sub_1(%p0: f32[4], %p1: f32[8,4]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[8,4] parameter(1)
+  %2 = f32[8,4] broadcast-in-dim(%0), dimensions={1}
+  %3 = f32[8,4] subtract(%1, %2)
+  ROOT (%3)
+}
+)",
                {
-                "refuse %1 -> %4: reduce %1 result is broadcast back to f32[4,8] by broadcast-in-dim %5: each output element would recompute the whole reduction"});
+                "refuse %1 -> %2: reduce %1 result is broadcast back to f32[8,4] by broadcast-in-dim %2; no row fusion: reduce %1 reduces dims {0} of f32[8,4]; a row fusion needs reductions over the innermost dims, keeping at least one"});
+}
+
+// A transpose of a value computed from a row reduction reads other rows.
+TEST(FusionTest, TransposeOfARowValueIsRefused) {
+  ExpectFusion(R"(graph g(%p0: f32[8,8]) {
+  %0 = f32[8,8] parameter(0)
+  %1 = f32[8] reduce(%0), dimensions={1}, to_apply=maximum
+  %2 = f32[8,8] broadcast-in-dim(%1), dimensions={0}
+  %3 = f32[8,8] subtract(%0, %2)
+  %4 = f32[8,8] transpose(%3), dimensions={1,0}
+  ROOT (%4)
+}
+)",
+               R"(graph g(%p0: f32[8,8]) {
+  %0 = f32[8,8] parameter(0)
+  %1 = f32[8] fusion(%0), calls=fused_reduce_max_0, kind=input
+  %2 = f32[8,8] fusion(%1, %0), calls=fused_sub_transpose_1, kind=loop
+  ROOT (%2)
+}
+
+graph fused_reduce_max_0(%p0: f32[8,8]) {
+  %0 = f32[8,8] parameter(0)
+  %1 = f32[8] reduce(%0), dimensions={1}, to_apply=maximum
+  ROOT (%1)
+}
+
+graph fused_sub_transpose_1(%p0: f32[8], %p1: f32[8,8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8,8] parameter(1)
+  %2 = f32[8,8] broadcast-in-dim(%0), dimensions={0}
+  %3 = f32[8,8] subtract(%1, %2)
+  %4 = f32[8,8] transpose(%3), dimensions={1,0}
+  ROOT (%4)
+}
+)",
+               {
+                "refuse %1 -> %2: reduce %1 result is broadcast back to f32[8,8] by broadcast-in-dim %2; no row fusion: transpose %4 consumes reduce %1's rows other than elementwise per row (a row fusion allows elementwise ops of shape f32[8,8] or f32[8] and broadcasts back)"});
+}
+
+// Reductions over dims {1,2} and {2} of one shape are different rows.
+TEST(FusionTest, ReductionsOverDifferentRowsAreRefused) {
+  ExpectFusion(R"(graph g(%p0: f32[4,8,16]) {
+  %0 = f32[4,8,16] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={1,2}, to_apply=add
+  %2 = f32[4,8,16] broadcast-in-dim(%1), dimensions={0}
+  %3 = f32[4,8,16] subtract(%0, %2)
+  %4 = f32[4,8] reduce(%3), dimensions={2}, to_apply=maximum
+  ROOT (%4)
+}
+)",
+               R"(graph g(%p0: f32[4,8,16]) {
+  %0 = f32[4,8,16] parameter(0)
+  %1 = f32[4] fusion(%0), calls=fused_reduce_sum_0, kind=input
+  %2 = f32[4,8] fusion(%1, %0), calls=fused_sub_reduce_max_1, kind=input
+  ROOT (%2)
+}
+
+graph fused_reduce_sum_0(%p0: f32[4,8,16]) {
+  %0 = f32[4,8,16] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={1,2}, to_apply=add
+  ROOT (%1)
+}
+
+graph fused_sub_reduce_max_1(%p0: f32[4], %p1: f32[4,8,16]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4,8,16] parameter(1)
+  %2 = f32[4,8,16] broadcast-in-dim(%0), dimensions={0}
+  %3 = f32[4,8,16] subtract(%1, %2)
+  %4 = f32[4,8] reduce(%3), dimensions={2}, to_apply=maximum
+  ROOT (%4)
+}
+)",
+               {
+                "refuse %1 -> %2: the fusion already contains reduce %4 (one reduction per input fusion); no row fusion: reduce %1 (dims {1,2} of f32[4,8,16]) and reduce %4 (dims {2} of f32[4,8,16]) reduce different rows"});
 }
 
 TEST(FusionTest, DataMovementChainIsOneLoopFusion) {
@@ -577,8 +794,17 @@ TEST(FusionTest, LegalityAndCostPredicates) {
   EXPECT_FALSE(ShouldDuplicate(g.node(3), 2, false).ok);
   EXPECT_TRUE(CanRecompute(g.node(3), 4).ok);
   EXPECT_FALSE(CanRecompute(g.node(3), 5).ok);
-  EXPECT_EQ(CanFuseReduceResult(g, 4, {}, 4).reason,
-            "the fusion already contains reduce %4 (one reduction per kernel)");
+  // Row fusions: once per pass over the row.
+  EXPECT_TRUE(CanRecompute(g.node(3), 8, 2).ok);
+  EXPECT_FALSE(CanRecompute(g.node(3), 9, 2).ok);
+  bool row = true;
+  EXPECT_TRUE(CanFuseReduceResult(g, 4, {}, {}, &row).ok);
+  EXPECT_FALSE(row);
+  // A second reduce of a full reduction (no outer dim) is not a row fusion.
+  EXPECT_EQ(CanFuseReduceResult(g, 4, {}, {4}, &row).reason,
+            "the fusion already contains reduce %4 (one reduction per input fusion); no row "
+            "fusion: reduce %4 reduces dims {0} of f32[4]; a row fusion needs reductions over "
+            "the innermost dims, keeping at least one");
 }
 
 TEST(FusionTest, CpuPipelineRunsDefaultPassesThenFusion) {

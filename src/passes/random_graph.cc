@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -623,6 +624,52 @@ bool BitIdentical(const Literal& a, const Literal& b, std::string* why) {
     os << "element " << i << " of " << a.shape().ToString() << ": " << FormatElement(a, i)
        << " vs " << FormatElement(b, i);
     return fail(os.str());
+  }
+  return true;
+}
+
+namespace {
+
+// Bits of element i as an integer whose order is the float order
+// (sign-magnitude -> two's complement), for 2-, 4- and 8-byte floats.
+int64_t OrderedBits(const Literal& l, int64_t i) {
+  const int size = DTypeSize(l.dtype());
+  const auto* p = static_cast<const uint8_t*>(l.data()) + i * size;
+  uint64_t bits = 0;
+  std::memcpy(&bits, p, size);  // little-endian
+  const uint64_t sign = uint64_t{1} << (size * 8 - 1);
+  const int64_t mag = static_cast<int64_t>(bits & (sign - 1));
+  return (bits & sign) ? -mag : mag;
+}
+
+}  // namespace
+
+int64_t UlpDistance(const Literal& a, const Literal& b, int64_t i) {
+  const double x = a.GetDouble(i), y = b.GetDouble(i);
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y) ? 0 : INT64_MAX;
+  if (std::isinf(x) || std::isinf(y)) return x == y ? 0 : INT64_MAX;
+  const int64_t ox = OrderedBits(a, i), oy = OrderedBits(b, i);
+  // Finite values: |ox - oy| < 2^63 (both magnitudes are below the inf pattern).
+  return ox > oy ? ox - oy : oy - ox;
+}
+
+bool WithinUlps(const Literal& a, const Literal& b, int64_t max_ulps, std::string* why) {
+  if (a.shape() != b.shape() || a.shape().is_tuple() || !IsFloat(a.dtype()) ||
+      DTypeSize(a.dtype()) > 8) {
+    return BitIdentical(a, b, why);
+  }
+  for (int64_t i = 0; i < a.num_elements(); ++i) {
+    const int64_t d = UlpDistance(a, b, i);
+    if (d <= max_ulps) continue;
+    if (why) {
+      std::ostringstream os;
+      os << "element " << i << " of " << a.shape().ToString() << ": " << FormatElement(a, i)
+         << " vs " << FormatElement(b, i) << " ("
+         << (d == INT64_MAX ? std::string("non-finite mismatch") : std::to_string(d) + " ulps")
+         << ", tolerance " << max_ulps << ")";
+      *why = os.str();
+    }
+    return false;
   }
   return true;
 }

@@ -55,4 +55,15 @@ std::vector<Literal> RandomArguments(const Graph& g, std::mt19937_64& rng);
 // any NaN. On a mismatch `why` (if given) names the first differing element.
 bool BitIdentical(const Literal& a, const Literal& b, std::string* why = nullptr);
 
+// Distance in ulps between element i of two float literals of one dtype:
+// the number of representable values of that dtype between them (0 when
+// bit-identical, for +0 vs -0, or when both are NaN; a NaN against a
+// non-NaN, or infinities of different sign, is INT64_MAX).
+int64_t UlpDistance(const Literal& a, const Literal& b, int64_t i);
+
+// Like BitIdentical, but float elements may differ by up to `max_ulps`
+// ulps of their dtype (UlpDistance); other dtypes must be identical.
+bool WithinUlps(const Literal& a, const Literal& b, int64_t max_ulps,
+                std::string* why = nullptr);
+
 }  // namespace ember::fuzz

@@ -22,10 +22,16 @@
 namespace ember {
 namespace {
 
+// Kernels with scalar libm (CodegenOptions::vector_math off): these tests
+// check steps, buffers, caching and concurrency bit for bit against the
+// interpreter, including an argmax of a softmax, whose ties vector math
+// (a few ulps, position-dependent) could break differently;
+// codegen_vector_math_test and the fuzzers cover vector math.
 CompileOptions CpuOptions(bool optimize = false) {
   CompileOptions o;
   o.backend = Backend::kCpu;
   o.codegen.fast = true;
+  o.codegen.vector_math = false;
   o.optimize = optimize;
   return o;
 }

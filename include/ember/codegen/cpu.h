@@ -13,7 +13,9 @@
 // makes CompileKernel return Unimplemented; the caller falls back to the
 // interpreter. Results equal the reference interpreter's (docs/ir.md) bit for
 // bit, except float add/multiply reductions, which use a different (blocked,
-// pairwise) summation order: see docs/codegen.md for the error bound.
+// pairwise) summation order, and the vector-math transcendentals (exp, log,
+// tanh, erf, ...: libmvec, within a stated ulp bound unless
+// CodegenOptions::vector_math is off): see docs/codegen.md for the bounds.
 //
 // Buffers are dense row-major with the subgraph's parameter/output shapes
 // (bf16/f16 as 16-bit patterns, pred as one byte 0/1). An output may be the
@@ -54,6 +56,12 @@ struct CodegenOptions {
   std::vector<std::string> extra_flags;
   // Look up / insert loaded kernels in the process-wide in-memory cache.
   bool use_memory_cache = true;
+  // exp, log, log1p, expm1, tanh, logistic, sin, cos and erf through glibc's
+  // libmvec SIMD variants (vectorized loops; within a few ulps of the
+  // interpreter's scalar libm, docs/codegen.md "Vector math"). false (or
+  // EMBER_CODEGEN_VECTOR_MATH=0): scalar libm calls, bit-identical to the
+  // interpreter, and loops calling them stay scalar.
+  bool vector_math = true;
 };
 
 // Runs body(begin', end') over disjoint chunks covering [begin, end), each
@@ -80,8 +88,10 @@ struct KernelSource {
 bool CodegenSupportsOp(OpKind op);
 
 // Checks that every node of `g` is supported (Unimplemented naming the
-// first one that is not) and emits the kernel's source.
-StatusOr<KernelSource> EmitKernelSource(const Graph& g, int kernel_index = 0);
+// first one that is not) and emits the kernel's source (`vector_math`: as
+// CodegenOptions::vector_math).
+StatusOr<KernelSource> EmitKernelSource(const Graph& g, int kernel_index = 0,
+                                        bool vector_math = true);
 
 class CompiledKernel {
  public:

@@ -158,7 +158,11 @@ class GraphBuilder {
   const Node& node(NodeId id) const;
   int num_nodes() const;
   const Status& status() const { return status_; }
-  // Verifies and returns the graph (or the first error). The builder is left empty.
+  // Returns the graph (or the first error). Every node was checked when it
+  // was added (shape inference, fusion bodies, the kMaxFusionNesting bound),
+  // so Build checks only what is left: parameters numbered without gaps and
+  // the alias map (output/parameter ranges, equal shapes); it does not run
+  // Verify again. The builder is left empty.
   StatusOr<Graph> Build();
 
  private:

@@ -72,6 +72,9 @@ std::optional<ComparisonKind> ParseComparisonKind(std::string_view s);
 
 class Graph;
 
+// The deepest allowed nesting of fusion bodies (Graph::fusion_depth()).
+inline constexpr int kMaxFusionNesting = 64;
+
 // fusion's `kind` attribute: `loop` bodies hold only elementwise and data
 // movement ops; `input` bodies contain a reduce (fed by elementwise producers).
 enum class FusionKind : uint8_t { kLoop, kInput };
@@ -108,9 +111,15 @@ class Graph {
   // users()[id] = nodes that use `id` as an operand (each user listed once).
   std::vector<std::vector<NodeId>> ComputeUsers() const;
 
+  // How deep fusion bodies nest below this graph: 0 without fusions, else
+  // 1 + the largest fusion_depth() of a called body. GraphBuilder refuses a
+  // fusion that would make it exceed kMaxFusionNesting.
+  int fusion_depth() const { return fusion_depth_; }
+
  private:
   friend class GraphBuilder;
   std::string name_ = "main";
+  int fusion_depth_ = 0;
   std::vector<Node> nodes_;
   std::vector<NodeId> parameters_;
   std::vector<NodeId> outputs_;

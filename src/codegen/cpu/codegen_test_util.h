@@ -1,6 +1,7 @@
 // Test helpers for the CPU code generator: a private cache directory per
 // test process, compile + run of a graph, and comparison against the
-// reference interpreter (bit-exact, any NaN equal to any NaN).
+// reference interpreter (bit-exact, any NaN equal to any NaN; values computed
+// from a vector-math op (vector_math.h) within a stated ulp tolerance).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,9 +14,11 @@
 #include <vector>
 
 #include "codegen/cpu/disk_cache.h"
+#include "codegen/cpu/vector_math.h"
 #include "ember/codegen/cpu.h"
 #include "ember/eval/interpreter.h"
 #include "ember/ir/builder.h"
+#include "passes/random_graph.h"
 
 namespace ember::codegen::testing {
 
@@ -65,15 +68,26 @@ inline bool SameElement(const Literal& a, const Literal& b, int64_t i) {
   return std::memcmp(pa, pb, es) == 0;
 }
 
-inline ::testing::AssertionResult SameLiteral(const Literal& got, const Literal& want) {
+// `got` equals `want` element by element: bit-exact (any NaN matches any
+// NaN), or for float elements within `max_ulps` ulps of their dtype.
+inline ::testing::AssertionResult SameLiteral(const Literal& got, const Literal& want,
+                                              int64_t max_ulps = 0) {
   if (got.shape() != want.shape()) {
     return ::testing::AssertionFailure()
            << "shape " << got.shape().ToString() << " vs " << want.shape().ToString();
   }
+  const bool ulps = max_ulps > 0 && IsFloat(got.dtype());
   int bad = 0;
+  int64_t worst = 0;
   std::string msg;
   for (int64_t i = 0; i < got.num_elements(); ++i) {
-    if (!SameElement(got, want, i)) {
+    bool ok = SameElement(got, want, i);
+    if (!ok && ulps) {
+      const int64_t d = fuzz::UlpDistance(got, want, i);
+      ok = d <= max_ulps;
+      worst = std::max(worst, d);
+    }
+    if (!ok) {
       if (++bad <= 5) {
         msg += "\n  [" + std::to_string(i) + "] compiled " + FormatElement(got, i) +
                " interpreter " + FormatElement(want, i);
@@ -81,15 +95,26 @@ inline ::testing::AssertionResult SameLiteral(const Literal& got, const Literal&
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << got.num_elements()
-                                       << " elements differ:" << msg;
+  auto f = ::testing::AssertionFailure() << bad << " of " << got.num_elements()
+                                         << " elements differ";
+  if (ulps) f << " by more than " << max_ulps << " ulps (worst " << worst << ")";
+  return f << ":" << msg;
+}
+
+// Whether a kernel compiled with `opts` uses vector math (vector_math.h).
+inline bool VectorMathOn(const CodegenOptions& opts) {
+  const char* e = std::getenv("EMBER_CODEGEN_VECTOR_MATH");
+  return opts.vector_math && !(e && std::string(e) == "0");
 }
 
 // Compiles `g`, runs it and the interpreter on `args`, and expects every
-// output to match exactly. Returns the kernel (null on failure).
+// output to match: bit for bit, except outputs computed from a vector-math
+// op (DependsOnVectorMath), which may differ by `vector_math_ulps` ulps of
+// their float dtype (default kVectorMathMaxUlps: one such op). Returns the
+// kernel (null on failure).
 inline std::shared_ptr<CompiledKernel> ExpectMatchesInterpreter(
     const Graph& g, const std::vector<Literal>& args, const CodegenOptions& opts,
-    const ParallelFor& pf = {}) {
+    const ParallelFor& pf = {}, int64_t vector_math_ulps = kVectorMathMaxUlps) {
   auto k = CompileKernel(g, opts);
   EXPECT_TRUE(k.ok()) << k.status().ToString();
   if (!k.ok()) return nullptr;
@@ -98,10 +123,14 @@ inline std::shared_ptr<CompiledKernel> ExpectMatchesInterpreter(
   auto got = RunKernel(**k, args, pf);
   EXPECT_TRUE(got.ok()) << got.status().ToString();
   if (!want.ok() || !got.ok()) return *k;
+  const std::vector<bool> vm = DependsOnVectorMath(g);
   for (size_t j = 0; j < want->size(); ++j) {
-    EXPECT_TRUE(SameLiteral((*got)[j], (*want)[j]))
-        << "output " << j << " (node %" << g.outputs()[j] << ": "
-        << OpName(g.node(g.outputs()[j]).op) << ") of " << (*k)->name();
+    const NodeId o = g.outputs()[j];
+    const int64_t tol = VectorMathOn(opts) && vm[o] ? vector_math_ulps : 0;
+    EXPECT_TRUE(SameLiteral((*got)[j], (*want)[j], tol))
+        << "output " << j << " (node %" << o << ": " << OpName(g.node(o).op) << ") of "
+        << (*k)->name() << (tol ? " (vector math: tolerance " + std::to_string(tol) + " ulps)"
+                                : std::string(" (bit-exact)"));
   }
   return *k;
 }

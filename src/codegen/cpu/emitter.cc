@@ -14,6 +14,7 @@
 #include "codegen/cpu/c_types.h"
 #include "codegen/cpu/expr_emitter.h"
 #include "codegen/cpu/prelude.h"
+#include "codegen/cpu/vector_math.h"
 #include "ember/ir/text.h"
 
 namespace ember::codegen {
@@ -135,7 +136,8 @@ std::string Combine(ReduceKind k, DType t, const std::string& a, const std::stri
 
 class KernelEmitter {
  public:
-  KernelEmitter(const Graph& g, int kernel_index) : g_(g), kernel_index_(kernel_index) {}
+  KernelEmitter(const Graph& g, int kernel_index, bool vector_math)
+      : g_(g), kernel_index_(kernel_index), vector_math_(vector_math) {}
 
   StatusOr<KernelSource> Emit() {
     EMBER_RETURN_IF_ERROR(CheckKernelSupported(g_));
@@ -156,12 +158,18 @@ class KernelEmitter {
       os << "//   " << line << "\n";
     }
     os << "// Phases: ";
-    for (size_t k = 0; k < phases_.size(); ++k) {
+    if (row_.ok) {
+      os << "one row phase over " << row_.rows << " rows of " << row_.K << " elements: passes";
+      for (NodeId id : row_.reduces) os << " %" << id << " (reduce),";
+      os << " then the outputs";
+    }
+    for (size_t k = 0; k < phases_.size() && !row_.ok; ++k) {
       os << (k ? ", " : "") << "%" << phases_[k].node
          << (g_.node(phases_[k].node).op == OpKind::kReduce ? " (reduce)" : "") << " -> "
          << phases_[k].dest;
     }
     os << "\n\n" << KernelPrelude() << "\n";
+    if (vector_math_) os << VectorMathDeclarations() << "\n";
     os << "namespace {\n\n";
     EmitConstantTables(os);
     os << "struct EmberCtx {\n  const void* const* in;\n  void* const* out;\n";
@@ -200,8 +208,13 @@ class KernelEmitter {
         if (!splat) plan_.constant_tables[n.id] = "cst" + std::to_string(n.id);
       }
     }
-    // Every reduce is materialized: into the first output that is it, else a temp.
     const auto& outs = g_.outputs();
+    row_ = PlanRows();
+    if (row_.ok) {  // one phase over the rows (see RowPhaseBody)
+      phases_.push_back({outs[0], "rows", row_.rows});
+      return;
+    }
+    // Every reduce is materialized: into the first output that is it, else a temp.
     for (const Node& n : g_.nodes()) {
       if (n.op != OpKind::kReduce) continue;
       auto it = std::find(outs.begin(), outs.end(), n.id);
@@ -237,9 +250,10 @@ class KernelEmitter {
 
   // Declarations of the buffers (parameters, earlier materialized values)
   // that the phase's expressions read.
-  std::string BufferDecls(const ExprEmitter& e, int indent) {
+  std::string BufferDecls(const ExprEmitter& e, int indent) { return BufferDeclsOf(e.used_buffers(), indent); }
+  std::string BufferDeclsOf(const std::set<NodeId>& ids, int indent) {
     std::string s;
-    for (NodeId id : e.used_buffers()) {
+    for (NodeId id : ids) {
       const Node& n = g_.node(id);
       const std::string st = StorageType(n.shape.dtype());
       auto pi = plan_.parameter_index.find(id);
@@ -263,14 +277,16 @@ class KernelEmitter {
     return kNone;
   }
 
-  static std::string FlagDecls(const ExprEmitter& e, int indent) {
+  static std::string FlagDecls(const ExprEmitter& e, int indent) { return FlagDeclsOf(e.used_sites(), indent); }
+  static std::string FlagDeclsOf(const std::set<int>& sites, int indent) {
     std::string s;
-    for (int site : e.used_sites()) s += Indent(indent) + "int zd" + std::to_string(site) + " = 0;\n";
+    for (int site : sites) s += Indent(indent) + "int zd" + std::to_string(site) + " = 0;\n";
     return s;
   }
-  static std::string FlagStores(const ExprEmitter& e, int indent) {
+  static std::string FlagStores(const ExprEmitter& e, int indent) { return FlagStoresOf(e.used_sites(), indent); }
+  static std::string FlagStoresOf(const std::set<int>& sites, int indent) {
     std::string s;
-    for (int site : e.used_sites()) {
+    for (int site : sites) {
       s += Indent(indent) + "if (zd" + std::to_string(site) + ") __atomic_store_n(&c->zero_div[" +
            std::to_string(site) + "], 1, __ATOMIC_RELAXED);\n";
     }
@@ -302,12 +318,16 @@ class KernelEmitter {
     const Node& n = g_.node(ph.node);
     // An empty value is never computed (the entry does not call its phase).
     std::string body = ph.count == 0 ? "  (void)c;\n"
+                       : row_.ok ? RowPhaseBody()
                        : n.op == OpKind::kReduce && !plan_.materialized.count(n.id)
                            ? ReducePhaseBody(ph)
                            : ElementwisePhaseBody(ph);
-    std::string s = "// Phase " + std::to_string(k) + ": %" + std::to_string(ph.node) + " " +
-                    std::string(OpName(n.op)) + " -> " + ph.dest + " (" +
-                    n.shape.ToString() + ")\n";
+    std::string s = row_.ok ? "// Phase " + std::to_string(k) + ": rows (" +
+                                  std::to_string(row_.rows) + " x " + std::to_string(row_.K) +
+                                  ")\n"
+                            : "// Phase " + std::to_string(k) + ": %" + std::to_string(ph.node) +
+                                  " " + std::string(OpName(n.op)) + " -> " + ph.dest + " (" +
+                                  n.shape.ToString() + ")\n";
     s += "void ember_phase_" + std::to_string(k) +
          "(void* vctx, int64_t begin, int64_t end) {\n";
     s += "  EmberCtx* c = (EmberCtx*)vctx;\n";
@@ -338,16 +358,28 @@ class KernelEmitter {
         return s;
       }
     }
-    // Row loop: outer dims from the row number, the last dim vectorized.
+    // Row loop: outer dims from the row number, the last dim vectorized;
+    // row broadcasts' operands computed once per row (HoistRowInvariants).
     const int r = n.shape.rank();
     const int64_t inner = n.shape.dim(r - 1);
     std::vector<std::string> ix(r);
     for (int d = 0; d < r; ++d) ix[d] = "i" + std::to_string(d);
     Index idx = Index::Multi(ix);
     idx.lin = "lin";
+    std::set<NodeId> hoist_buffers;
+    std::set<int> hoist_sites;
+    plan_.scalars.clear();
+    const std::string hoisted =
+        HoistRowInvariants({ph.node}, n.shape.dims(), std::vector<std::string>(ix.begin(), ix.end() - 1),
+                           2, &hoist_buffers, &hoist_sites);
     ExprEmitter e(plan_, &var_counter_, 3);
     std::string v = e.Value(ph.node, idx);
-    std::string s = BufferDecls(e, 1) + out_decl + FlagDecls(e, 1);
+    plan_.scalars.clear();
+    std::set<NodeId> all_buffers = e.used_buffers();
+    all_buffers.insert(hoist_buffers.begin(), hoist_buffers.end());
+    std::set<int> all_sites = e.used_sites();
+    all_sites.insert(hoist_sites.begin(), hoist_sites.end());
+    std::string s = BufferDeclsOf(all_buffers, 1) + out_decl + FlagDeclsOf(all_sites, 1);
     s += "  for (int64_t i = begin; i < end;) {\n";
     s += "    const int64_t row = i / " + IntLiteral(inner) + ";\n";
     s += "    const int64_t row_base = row * " + IntLiteral(inner) + ";\n";
@@ -361,6 +393,7 @@ class KernelEmitter {
       s += "    const int64_t i" + std::to_string(d) + " = " + e2 + ";\n";
       stride *= n.shape.dim(d);
     }
+    s += hoisted;
     s += "    " + SimdPragma(e) + "\n";
     s += "    for (int64_t i" + std::to_string(r - 1) + " = i - row_base; i" +
          std::to_string(r - 1) + " < j1; ++i" + std::to_string(r - 1) + ") {\n";
@@ -370,16 +403,42 @@ class KernelEmitter {
     s += "    }\n";
     s += "    i = row_base + j1;\n";
     s += "  }\n";
-    s += FlagStores(e, 1);
+    s += FlagStoresOf(all_sites, 1);
     return s;
   }
 
+  // A reduce phase: for each output element o, the reduction of its row.
   std::string ReducePhaseBody(const Phase& ph) {
     const Node& n = g_.node(ph.node);
+    const DType t = n.shape.dtype();
+    const std::string st = StorageType(t);
+    ReduceCode rc = ReduceOneOutput(n, 2);
+    std::string s = BufferDeclsOf(rc.buffers, 1);
+    s += "  " + st + "* out = (" + st + "*)" + ph.dest + ";\n";
+    s += FlagDeclsOf(rc.sites, 1);
+    s += "  for (int64_t o = begin; o < end; ++o) {\n";
+    s += rc.code;
+    s += "    out[o] = " + StoreExpr(t, rc.result) + ";\n";
+    s += "  }\n";
+    s += FlagStoresOf(rc.sites, 1);
+    return s;
+  }
+
+  // Code computing reduce `n` for the output element `o` (a variable of the
+  // enclosing loop), at indentation `ind`: statements, then `result` is a
+  // compute-type expression of the finished value (before the store's
+  // rounding). Also the buffers it reads and the zero-divisor flags it sets.
+  struct ReduceCode {
+    std::string code;
+    std::string result;
+    std::set<NodeId> buffers;
+    std::set<int> sites;
+  };
+  ReduceCode ReduceOneOutput(const Node& n, int ind) {
+    ReduceCode rc;
     const NodeId x = n.operands[0];
     const Shape& xs = g_.node(x).shape;
     const DType t = n.shape.dtype();
-    const std::string st = StorageType(t);
     const std::string ct = ComputeType(t);
     const ReduceKind kind = *ParseReduceKind(n.attrs.GetString("to_apply"));
     std::vector<bool> reduced(xs.rank(), false);
@@ -392,39 +451,43 @@ class KernelEmitter {
         nred *= xs.dim(d);
       }
     }
-    std::string s = "  " + st + "* out = (" + st + "*)" + ph.dest + ";\n";
     if (nred == 0) {
-      s += "  for (int64_t o = begin; o < end; ++o) out[o] = " +
-           StoreExpr(t, ReduceIdentity(kind, t, /*empty=*/true)) + ";\n";
-      return s;
+      rc.result = ReduceIdentity(kind, t, /*empty=*/true);
+      return rc;
     }
+    auto absorb = [&](const ExprEmitter& e) {
+      rc.buffers.insert(e.used_buffers().begin(), e.used_buffers().end());
+      rc.sites.insert(e.used_sites().begin(), e.used_sites().end());
+    };
     // Kept multi-index from the output index o.
     std::vector<std::string> kept;
     {
       ExprEmitter tmp(plan_, &var_counter_, 0);
       kept = tmp.MultiOf(n.shape, Index::Linear("o"));
     }
-    std::string kept_decls;
+    std::string& s = rc.code;
     std::vector<std::string> xix(xs.rank());
     {
       int kd = 0;
       for (int d = 0; d < xs.rank(); ++d) {
         if (reduced[d]) continue;
         const std::string name = "k" + std::to_string(d);
-        kept_decls += "    const int64_t " + name + " = " + kept[kd++] + ";\n";
+        s += Indent(ind) + "const int64_t " + name + " = " + kept[kd++] + ";\n";
         xix[d] = name;
       }
     }
+    const std::string res = "red" + std::to_string(n.id);
     if (red_dims.empty()) {
-      ExprEmitter e(plan_, &var_counter_, 2);
+      ExprEmitter e(plan_, &var_counter_, ind);
       std::string v = e.Value(x, Index::Multi(xix));
-      s = BufferDecls(e, 1) + s + FlagDecls(e, 1);
-      s += "  for (int64_t o = begin; o < end; ++o) {\n" + kept_decls + e.code();
-      s += "    out[o] = " + StoreExpr(t, FromIdentity(kind, t, v)) + ";\n  }\n" + FlagStores(e, 1);
-      return s;
+      absorb(e);
+      s += e.code();
+      rc.result = FromIdentity(kind, t, v);
+      return rc;
     }
     if (IsFloat(t) && nred <= kExactTreeMax) {
-      return s + ExactTreeReduce(n, xs, reduced, kept_decls, xix);
+      ExactTreeReduce(n, xs, reduced, xix, ind, &rc);
+      return rc;
     }
     const bool pairwise = IsFloat(t) && (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
     const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
@@ -436,75 +499,74 @@ class KernelEmitter {
 
     // The element expression, twice: full lane blocks and the tail.
     xix[last] = "(kb + l)";
-    ExprEmitter full(plan_, &var_counter_, 4 + static_cast<int>(red_dims.size()));
+    const int depth = static_cast<int>(red_dims.size()) - 1;
+    ExprEmitter full(plan_, &var_counter_, ind + 3 + depth);
     std::string fv = full.Value(x, Index::Multi(xix));
-    ExprEmitter tail(plan_, &var_counter_, 4 + static_cast<int>(red_dims.size()));
+    ExprEmitter tail(plan_, &var_counter_, ind + 3 + depth);
     std::string tv = tail.Value(x, Index::Multi(xix));
+    absorb(full);
+    absorb(tail);
 
-    // The tail reads the same buffers and sets the same flags as the full block.
-    s = BufferDecls(full, 1) + s;
-    s += FlagDecls(full, 1);
-    s += "  for (int64_t o = begin; o < end; ++o) {\n" + kept_decls;
-    if (pairwise) s += "    EmberPairwise<" + ct + "> pw;\n    int nb = 0;\n";
-    s += "    " + ct + " acc[" + std::to_string(lanes) + "];\n";
-    s += "    for (int l = 0; l < " + std::to_string(lanes) + "; ++l) acc[l] = " + id + ";\n";
+    const std::string acc = "acc" + std::to_string(n.id);
+    const std::string pw = "pw" + std::to_string(n.id);
+    const std::string nb = "nb" + std::to_string(n.id);
+    if (pairwise) s += Indent(ind) + "EmberPairwise<" + ct + "> " + pw + ";\n" + Indent(ind) + "int " + nb + " = 0;\n";
+    s += Indent(ind) + ct + " " + acc + "[" + std::to_string(lanes) + "];\n";
+    s += Indent(ind) + "for (int l = 0; l < " + std::to_string(lanes) + "; ++l) " + acc + "[l] = " + id + ";\n";
     // Pairwise fold of the lanes into acc[0]: acc[l] = acc[l] (+) acc[l + w].
-    auto fold_lanes = [&](int ind) {
+    auto fold_lanes = [&](int in) {
       std::string f;
       for (int w = lanes / 2; w >= 1; w /= 2) {
-        f += Indent(ind) + "for (int l = 0; l < " + std::to_string(w) + "; ++l) acc[l] = " +
-             combine("acc[l]", "acc[l + " + std::to_string(w) + "]") + ";\n";
+        f += Indent(in) + "for (int l = 0; l < " + std::to_string(w) + "; ++l) " + acc + "[l] = " +
+             combine(acc + "[l]", acc + "[l + " + std::to_string(w) + "]") + ";\n";
       }
       return f;
     };
-    int ind = 2;
+    int in = ind;
     for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
       const std::string r = "r" + std::to_string(red_dims[i]);
-      s += Indent(ind) + "for (int64_t " + r + " = 0; " + r + " < " + IntLiteral(xs.dim(red_dims[i])) +
+      s += Indent(in) + "for (int64_t " + r + " = 0; " + r + " < " + IntLiteral(xs.dim(red_dims[i])) +
            "; ++" + r + ") {\n";
-      ++ind;
+      ++in;
     }
     const std::string L = std::to_string(lanes);
-    s += Indent(ind) + "for (int64_t kb = 0; kb < " + IntLiteral(K) + "; kb += " + L + ") {\n";
-    s += Indent(ind + 1) + "if (kb + " + L + " <= " + IntLiteral(K) + ") {\n";
-    s += Indent(ind + 2) + SimdPragma(full) + "\n";
-    s += Indent(ind + 2) + "for (int l = 0; l < " + L + "; ++l) {\n";
+    s += Indent(in) + "for (int64_t kb = 0; kb < " + IntLiteral(K) + "; kb += " + L + ") {\n";
+    s += Indent(in + 1) + "if (kb + " + L + " <= " + IntLiteral(K) + ") {\n";
+    s += Indent(in + 2) + SimdPragma(full) + "\n";
+    s += Indent(in + 2) + "for (int l = 0; l < " + L + "; ++l) {\n";
     s += full.code();
-    s += Indent(ind + 3) + "acc[l] = " + combine("acc[l]", fv) + ";\n";
-    s += Indent(ind + 2) + "}\n";
-    s += Indent(ind + 1) + "} else {\n";
-    s += Indent(ind + 2) + "for (int l = 0; l < " + IntLiteral(K) + " - kb; ++l) {\n";
+    s += Indent(in + 3) + acc + "[l] = " + combine(acc + "[l]", fv) + ";\n";
+    s += Indent(in + 2) + "}\n";
+    s += Indent(in + 1) + "} else {\n";
+    s += Indent(in + 2) + "for (int l = 0; l < " + IntLiteral(K) + " - kb; ++l) {\n";
     s += tail.code();
-    s += Indent(ind + 3) + "acc[l] = " + combine("acc[l]", tv) + ";\n";
-    s += Indent(ind + 2) + "}\n";
-    s += Indent(ind + 1) + "}\n";
+    s += Indent(in + 3) + acc + "[l] = " + combine(acc + "[l]", tv) + ";\n";
+    s += Indent(in + 2) + "}\n";
+    s += Indent(in + 1) + "}\n";
+    const std::string lambda =
+        "[](" + ct + " a, " + ct + " b) { return " + combine("a", "b") + "; }";
     if (pairwise) {
-      s += Indent(ind + 1) + "if (++nb == " + std::to_string(kBlocksPerChunk) + ") {\n";
-      s += fold_lanes(ind + 2);
-      s += Indent(ind + 2) + "pw.Push(acc[0], [](" + ct + " a, " + ct + " b) { return " +
-           combine("a", "b") + "; });\n";
-      s += Indent(ind + 2) + "for (int l = 0; l < " + L + "; ++l) acc[l] = " + id + ";\n";
-      s += Indent(ind + 2) + "nb = 0;\n";
-      s += Indent(ind + 1) + "}\n";
+      s += Indent(in + 1) + "if (++" + nb + " == " + std::to_string(kBlocksPerChunk) + ") {\n";
+      s += fold_lanes(in + 2);
+      s += Indent(in + 2) + pw + ".Push(" + acc + "[0], " + lambda + ");\n";
+      s += Indent(in + 2) + "for (int l = 0; l < " + L + "; ++l) " + acc + "[l] = " + id + ";\n";
+      s += Indent(in + 2) + nb + " = 0;\n";
+      s += Indent(in + 1) + "}\n";
     }
-    s += Indent(ind) + "}\n";
+    s += Indent(in) + "}\n";
     for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
-      --ind;
-      s += Indent(ind) + "}\n";
+      --in;
+      s += Indent(in) + "}\n";
     }
-    s += fold_lanes(2);
+    s += fold_lanes(ind);
     if (pairwise) {
-      s += "    if (nb > 0) pw.Push(acc[0], [](" + ct + " a, " + ct + " b) { return " +
-           combine("a", "b") + "; });\n";
-      s += "    const " + ct + " result = pw.Finish(" + id + ", [](" + ct + " a, " + ct +
-           " b) { return " + combine("a", "b") + "; });\n";
+      s += Indent(ind) + "if (" + nb + " > 0) " + pw + ".Push(" + acc + "[0], " + lambda + ");\n";
+      s += Indent(ind) + "const " + ct + " " + res + " = " + pw + ".Finish(" + id + ", " + lambda + ");\n";
     } else {
-      s += "    const " + ct + " result = acc[0];\n";
+      s += Indent(ind) + "const " + ct + " " + res + " = " + acc + "[0];\n";
     }
-    s += "    out[o] = " + StoreExpr(t, FromIdentity(kind, t, "result")) + ";\n";
-    s += "  }\n";
-    s += FlagStores(full, 1);
-    return s;
+    rc.result = FromIdentity(kind, t, res);
+    return rc;
   }
 
   // Small float reductions (n <= kExactTreeMax reduced elements) use the
@@ -512,8 +574,8 @@ class KernelEmitter {
   // halve until a run has <= 8 elements, combine each run left to right,
   // then combine the halves. n is static, so the tree is emitted unrolled
   // over a local array of the n input values; results are bit-identical.
-  std::string ExactTreeReduce(const Node& n, const Shape& xs, const std::vector<bool>& reduced,
-                              const std::string& kept_decls, std::vector<std::string> xix) {
+  void ExactTreeReduce(const Node& n, const Shape& xs, const std::vector<bool>& reduced,
+                       std::vector<std::string> xix, int ind, ReduceCode* rc) {
     const DType t = n.shape.dtype();
     const std::string ct = ComputeType(t);
     const ReduceKind kind = *ParseReduceKind(n.attrs.GetString("to_apply"));
@@ -526,29 +588,32 @@ class KernelEmitter {
       }
     }
     const Shape red_shape(DType::kS64, red_dims);
-    ExprEmitter e(plan_, &var_counter_, 3);
+    ExprEmitter e(plan_, &var_counter_, ind + 1);
     {
       auto rix = e.MultiOf(red_shape, Index::Linear("r"));
       for (size_t i = 0; i < red_axes.size(); ++i) xix[red_axes[i]] = rix[i];
     }
     std::string v = e.Value(n.operands[0], Index::Multi(xix));
+    rc->buffers.insert(e.used_buffers().begin(), e.used_buffers().end());
+    rc->sites.insert(e.used_sites().begin(), e.used_sites().end());
     const int64_t total = red_shape.num_elements();
-    std::string s = BufferDecls(e, 1) + FlagDecls(e, 1);
-    s += "  for (int64_t o = begin; o < end; ++o) {\n" + kept_decls;
-    s += "    " + ct + " vals[" + IntLiteral(total) + "];\n";
-    s += "    " + SimdPragma(e) + "\n";
-    s += "    for (int64_t r = 0; r < " + IntLiteral(total) + "; ++r) {\n";
+    const std::string vals = "vals" + std::to_string(n.id);
+    const std::string tp = "t" + std::to_string(n.id) + "_";
+    std::string& s = rc->code;
+    s += Indent(ind) + ct + " " + vals + "[" + IntLiteral(total) + "];\n";
+    s += Indent(ind) + SimdPragma(e) + "\n";
+    s += Indent(ind) + "for (int64_t r = 0; r < " + IntLiteral(total) + "; ++r) {\n";
     s += e.code();
-    s += "      vals[r] = " + v + ";\n";
-    s += "    }\n";
+    s += Indent(ind + 1) + vals + "[r] = " + v + ";\n";
+    s += Indent(ind) + "}\n";
     int leaf = 0;
     std::function<std::string(int64_t, int64_t)> tree = [&](int64_t b, int64_t len) {
       if (len <= 8) {
-        const std::string a = "t" + std::to_string(leaf++);
-        s += "    " + ct + " " + a + " = vals[" + IntLiteral(b) + "];\n";
+        const std::string a = tp + std::to_string(leaf++);
+        s += Indent(ind) + ct + " " + a + " = " + vals + "[" + IntLiteral(b) + "];\n";
         if (len > 1) {
-          s += "    for (int64_t i = " + IntLiteral(b + 1) + "; i < " + IntLiteral(b + len) +
-               "; ++i) " + a + " = " + Combine(kind, t, a, "vals[i]") + ";\n";
+          s += Indent(ind) + "for (int64_t i = " + IntLiteral(b + 1) + "; i < " + IntLiteral(b + len) +
+               "; ++i) " + a + " = " + Combine(kind, t, a, vals + "[i]") + ";\n";
         }
         return a;
       }
@@ -557,10 +622,252 @@ class KernelEmitter {
       std::string rhs = tree(b + half, len - half);
       return Combine(kind, t, lhs, rhs);
     };
-    const std::string result = tree(0, total);
-    s += "    out[o] = " + StoreExpr(t, FromIdentity(kind, t, result)) + ";\n";
-    s += "  }\n";
-    s += FlagStores(e, 1);
+    rc->result = FromIdentity(kind, t, tree(0, total));
+  }
+
+  // Operands of row broadcasts (broadcast-in-dim repeating its operand along
+  // the innermost dims: operand = the leading k dims of the result, mapped to
+  // dims {0..k-1}) reached from `roots` through elementwise ops of shape
+  // `full` are the same along a row: they are computed once per row, before
+  // the loop over the row, into locals that the loop reads (plan_.scalars).
+  // `ix` names the row's leading indices (at least k of them); returns the
+  // statements (at indentation `ind`).
+  std::string HoistRowInvariants(const std::vector<NodeId>& roots,
+                                 const std::vector<int64_t>& full,
+                                 const std::vector<std::string>& ix, int ind,
+                                 std::set<NodeId>* buffers, std::set<int>* sites) {
+    std::vector<NodeId> stack(roots.begin(), roots.end());
+    std::set<NodeId> seen;
+    std::vector<NodeId> hoist;  // broadcast operands, in discovery order
+    while (!stack.empty()) {
+      const NodeId id = stack.back();
+      stack.pop_back();
+      if (!seen.insert(id).second) continue;
+      const Node& n = g_.node(id);
+      if (n.shape.is_tuple() || n.shape.dims() != full) continue;
+      if (plan_.scalars.count(id) || plan_.materialized.count(id)) continue;
+      if (n.op == OpKind::kBroadcastInDim) {
+        const Node& op = g_.node(n.operands[0]);
+        const auto& map = n.attrs.GetInts("dimensions");
+        const int k = op.shape.rank();
+        bool row = k >= 1 && k < static_cast<int>(full.size()) && k <= static_cast<int>(ix.size());
+        for (int i = 0; row && i < k; ++i) row = map[i] == i && op.shape.dim(i) == full[i];
+        if (row && op.op != OpKind::kConstant && !plan_.scalars.count(op.id)) hoist.push_back(op.id);
+        continue;
+      }
+      if (!IsElementwise(n.op)) continue;
+      for (NodeId o : n.operands) stack.push_back(o);
+    }
+    if (hoist.empty()) return "";
+    std::sort(hoist.begin(), hoist.end());
+    hoist.erase(std::unique(hoist.begin(), hoist.end()), hoist.end());
+    ExprEmitter e(plan_, &var_counter_, ind);
+    std::vector<std::pair<NodeId, std::string>> vals;
+    for (NodeId id : hoist) {
+      const int k = g_.node(id).shape.rank();
+      Index idx = Index::Multi(std::vector<std::string>(ix.begin(), ix.begin() + k));
+      vals.push_back({id, e.Value(id, idx)});
+    }
+    for (const auto& [id, v] : vals) plan_.scalars[id] = v;
+    buffers->insert(e.used_buffers().begin(), e.used_buffers().end());
+    sites->insert(e.used_sites().begin(), e.used_sites().end());
+    return e.code();
+  }
+
+  // ---- row kernels ----
+  //
+  // A kernel whose reductions all reduce the same innermost dims {k..r-1}
+  // of operands of one shape S (a "row" of K elements per outer index), and
+  // whose other values are consumed per row (elementwise ops of shape S or
+  // of the outer shape S[0..k), broadcast-in-dim of an outer-shaped value
+  // back to S along dims {0..k-1}), with outputs of shape S or the outer
+  // shape, runs as ONE phase over the rows: for each row, each reduction in
+  // node order is one pass over the row (its value a local scalar), then the
+  // row's outputs are written in one more pass. The row (K elements) stays
+  // in cache between passes, so the input is read from memory once
+  // (softmax: max pass, exp-sum pass, normalize pass). Values used by
+  // several passes are recomputed in each (the fusion cost model bounds
+  // this, fusion_cost.h). Chosen when there are at least kMinRowKernelRows rows.
+  static constexpr int64_t kMinRowKernelRows = 8;
+
+  struct RowPlan {
+    bool ok = false;
+    int k = 0;                   // outer rank
+    std::vector<int64_t> full;   // S
+    int64_t rows = 0, K = 0;
+    std::vector<NodeId> reduces;  // node order
+  };
+
+  RowPlan PlanRows() const {
+    RowPlan rp;
+    std::vector<NodeId> reduces;
+    for (const Node& n : g_.nodes())
+      if (n.op == OpKind::kReduce) reduces.push_back(n.id);
+    if (reduces.empty()) return rp;
+    const Shape& s0 = g_.node(g_.node(reduces[0]).operands[0]).shape;
+    const int r = s0.rank();
+    auto dims0 = g_.node(reduces[0]).attrs.GetInts("dimensions");
+    std::vector<int64_t> sorted0(dims0.begin(), dims0.end());
+    std::sort(sorted0.begin(), sorted0.end());
+    if (sorted0.empty() || sorted0.back() != r - 1) return rp;
+    const int k = r - static_cast<int>(sorted0.size());
+    if (k < 1) return rp;
+    for (size_t i = 0; i < sorted0.size(); ++i)
+      if (sorted0[i] != k + static_cast<int64_t>(i)) return rp;
+    const std::vector<int64_t> full = s0.dims();
+    const std::vector<int64_t> outer(full.begin(), full.begin() + k);
+    for (NodeId id : reduces) {
+      const Node& n = g_.node(id);
+      auto d = n.attrs.GetInts("dimensions");
+      std::vector<int64_t> sd(d.begin(), d.end());
+      std::sort(sd.begin(), sd.end());
+      if (g_.node(n.operands[0]).shape.dims() != full || sd != sorted0) return rp;
+    }
+    // Everything computed from a reduction must be consumed per row.
+    std::vector<bool> down(g_.num_nodes(), false);
+    std::vector<int64_t> canonical(k);
+    for (int i = 0; i < k; ++i) canonical[i] = i;
+    for (const Node& n : g_.nodes()) {
+      bool d = n.op == OpKind::kReduce;
+      for (NodeId o : n.operands) d = d || down[o];
+      if (!d) continue;
+      down[n.id] = true;
+      if (n.op == OpKind::kReduce) continue;
+      if (n.shape.is_tuple()) return rp;
+      const auto& dims = n.shape.dims();
+      if (n.op == OpKind::kBroadcastInDim) {
+        auto bd = n.attrs.GetInts("dimensions");
+        if (g_.node(n.operands[0]).shape.dims() != outer || dims != full ||
+            std::vector<int64_t>(bd.begin(), bd.end()) != canonical)
+          return rp;
+        continue;
+      }
+      if (!IsElementwise(n.op) || (dims != full && dims != outer)) return rp;
+    }
+    for (NodeId o : g_.outputs()) {
+      const Shape& s = g_.node(o).shape;
+      if (s.is_tuple() || (s.dims() != full && s.dims() != outer)) return rp;
+    }
+    int64_t rows = 1, K = 1;
+    for (int i = 0; i < r; ++i) (i < k ? rows : K) *= full[i];
+    if (rows < kMinRowKernelRows || K == 0) return rp;
+    rp.ok = true;
+    rp.k = k;
+    rp.full = full;
+    rp.rows = rows;
+    rp.K = K;
+    rp.reduces = reduces;
+    return rp;
+  }
+
+  std::string RowPhaseBody() {
+    const RowPlan& rp = row_;
+    const int k = rp.k;
+    const int r = static_cast<int>(rp.full.size());
+    std::set<NodeId> buffers;
+    std::set<int> sites;
+    std::string body;
+    // Outer index from the row number o.
+    std::vector<std::string> outer_ix(k);
+    {
+      int64_t stride = 1;
+      std::vector<std::string> tmp(k);
+      for (int d = k - 1; d >= 0; --d) {
+        std::string e = "o";
+        if (stride != 1) e = "(o / " + IntLiteral(stride) + ")";
+        if (d > 0) e = "(" + e + " % " + IntLiteral(rp.full[d]) + ")";
+        tmp[d] = e;
+        stride *= rp.full[d];
+      }
+      for (int d = 0; d < k; ++d) {
+        outer_ix[d] = "q" + std::to_string(d);
+        body += "    const int64_t " + outer_ix[d] + " = " + tmp[d] + ";\n";
+      }
+    }
+    plan_.materialized.clear();
+    plan_.scalars.clear();
+    for (NodeId id : rp.reduces) {
+      const Node& n = g_.node(id);
+      const DType t = n.shape.dtype();
+      body += HoistRowInvariants({n.operands[0]}, rp.full, outer_ix, 2, &buffers, &sites);
+      ReduceCode rc = ReduceOneOutput(n, 3);
+      buffers.insert(rc.buffers.begin(), rc.buffers.end());
+      sites.insert(rc.sites.begin(), rc.sites.end());
+      const std::string v = "rv" + std::to_string(id);
+      body += "    // pass: %" + std::to_string(id) + " reduce (" + n.attrs.GetString("to_apply") + ")\n";
+      body += "    " + ComputeType(t) + " " + v + ";\n    {\n" + rc.code;
+      // The value later passes see is the stored one (bf16/f16 rounded).
+      body += "      " + v + " = " + LoadExpr(t, StoreExpr(t, rc.result)) + ";\n    }\n";
+      plan_.scalars[id] = v;
+    }
+    // Output pass(es): outer-shaped outputs once per row, full-shaped ones
+    // in one simd loop over the row.
+    const auto& outs = g_.outputs();
+    std::vector<size_t> full_outs;
+    Index outer_idx = Index::Multi(outer_ix);
+    outer_idx.lin = "o";
+    {
+      std::vector<NodeId> full_roots;
+      for (NodeId o : outs)
+        if (g_.node(o).shape.dims() == rp.full) full_roots.push_back(o);
+      body += HoistRowInvariants(full_roots, rp.full, outer_ix, 2, &buffers, &sites);
+      ExprEmitter e(plan_, &var_counter_, 2);
+      std::string stores;
+      for (size_t j = 0; j < outs.size(); ++j) {
+        const Node& n = g_.node(outs[j]);
+        if (n.shape.dims() == rp.full) {
+          full_outs.push_back(j);
+          continue;
+        }
+        stores += "    out" + std::to_string(j) + "[o] = " +
+                  StoreExpr(n.shape.dtype(), e.Value(outs[j], outer_idx)) + ";\n";
+      }
+      if (!stores.empty()) {
+        body += "    // outputs of the row's outer shape\n";
+        body += e.code() + stores;
+      }
+      buffers.insert(e.used_buffers().begin(), e.used_buffers().end());
+      sites.insert(e.used_sites().begin(), e.used_sites().end());
+    }
+    if (!full_outs.empty()) {
+      std::vector<std::string> ix = outer_ix;
+      int64_t stride = 1;
+      std::vector<std::string> inner(r - k);
+      for (int d = r - 1; d >= k; --d) {
+        std::string e = "j";
+        if (stride != 1) e = "(j / " + IntLiteral(stride) + ")";
+        if (d > k) e = "(" + e + " % " + IntLiteral(rp.full[d]) + ")";
+        inner[d - k] = e;
+        stride *= rp.full[d];
+      }
+      ix.insert(ix.end(), inner.begin(), inner.end());
+      Index idx = Index::Multi(ix);
+      idx.lin = "lin";
+      ExprEmitter e(plan_, &var_counter_, 3);
+      std::vector<std::string> vals;
+      for (size_t j : full_outs) vals.push_back(e.Value(outs[j], idx));
+      body += "    // outputs of the row's shape: one pass\n";
+      body += "    " + SimdPragma(e) + "\n";
+      body += "    for (int64_t j = 0; j < " + IntLiteral(rp.K) + "; ++j) {\n";
+      body += "      const int64_t lin = o * " + IntLiteral(rp.K) + " + j;\n";
+      body += e.code();
+      for (size_t i = 0; i < full_outs.size(); ++i) {
+        body += "      out" + std::to_string(full_outs[i]) + "[lin] = " +
+                StoreExpr(g_.node(outs[full_outs[i]]).shape.dtype(), vals[i]) + ";\n";
+      }
+      body += "    }\n";
+      buffers.insert(e.used_buffers().begin(), e.used_buffers().end());
+      sites.insert(e.used_sites().begin(), e.used_sites().end());
+    }
+    std::string s = BufferDeclsOf(buffers, 1);
+    for (size_t j = 0; j < outs.size(); ++j) {
+      const std::string st = StorageType(g_.node(outs[j]).shape.dtype());
+      s += "  " + st + "* out" + std::to_string(j) + " = (" + st + "*)c->out[" +
+           std::to_string(j) + "];\n";
+    }
+    s += FlagDeclsOf(sites, 1);
+    s += "  for (int64_t o = begin; o < end; ++o) {\n" + body + "  }\n";
+    s += FlagStoresOf(sites, 1);
     return s;
   }
 
@@ -587,7 +894,8 @@ class KernelEmitter {
       if (ph.count == 0) continue;
       const Node& n = g_.node(ph.node);
       int64_t work = 1;
-      if (n.op == OpKind::kReduce) work = std::max<int64_t>(1, g_.node(n.operands[0]).shape.num_elements() / std::max<int64_t>(1, ph.count));
+      if (row_.ok) work = row_.K * static_cast<int64_t>(row_.reduces.size() + 1);
+      else if (n.op == OpKind::kReduce) work = std::max<int64_t>(1, g_.node(n.operands[0]).shape.num_elements() / std::max<int64_t>(1, ph.count));
       const int64_t grain = std::max<int64_t>(1, kGrainWork / work);
       os << "  if (pf) pf(pf_ctx, 0, " << IntLiteral(ph.count) << ", " << IntLiteral(grain)
          << ", c, ember_phase_" << k << ");\n";
@@ -602,8 +910,10 @@ class KernelEmitter {
 
   const Graph& g_;
   int kernel_index_;
+  bool vector_math_;
   KernelPlan plan_;
   std::vector<Phase> phases_;
+  RowPlan row_;
   std::vector<NodeId> temps_;
   std::set<int> written_outputs_;
   int var_counter_ = 0;
@@ -691,12 +1001,13 @@ int MaxDepth(const Graph& g) {
 struct EmitJob {
   const Graph* g;
   int kernel_index;
+  bool vector_math;
   StatusOr<KernelSource> result = Status(StatusCode::kInternal, "emission did not run");
 };
 
 void* RunEmitJob(void* p) {
   auto* job = static_cast<EmitJob*>(p);
-  job->result = KernelEmitter(*job->g, job->kernel_index).Emit();
+  job->result = KernelEmitter(*job->g, job->kernel_index, job->vector_math).Emit();
   return nullptr;
 }
 
@@ -725,11 +1036,11 @@ std::string KernelName(const Graph& g, int kernel_index) {
   return name + "_" + std::to_string(kernel_index);
 }
 
-StatusOr<KernelSource> EmitKernelSource(const Graph& g, int kernel_index) {
-  if (MaxDepth(g) <= kInlineEmitDepth) return KernelEmitter(g, kernel_index).Emit();
+StatusOr<KernelSource> EmitKernelSource(const Graph& g, int kernel_index, bool vector_math) {
+  if (MaxDepth(g) <= kInlineEmitDepth) return KernelEmitter(g, kernel_index, vector_math).Emit();
   // Deep kernel: emit on a thread with a large stack (reserved, touched only
   // as deep as the recursion goes).
-  EmitJob job{&g, kernel_index};
+  EmitJob job{&g, kernel_index, vector_math};
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kEmitStackBytes);

@@ -209,6 +209,8 @@ Index ExprEmitter::OperandIndex(const Node& n, const Index& idx) {
 
 ExprEmitter::Val ExprEmitter::EmitUncached(const Node& n, const Index& idx) {
   const DType t = n.shape.dtype();
+  auto sc = plan_.scalars.find(n.id);
+  if (sc != plan_.scalars.end()) return {sc->second, false};
   auto mat = plan_.materialized.find(n.id);
   if (mat != plan_.materialized.end()) {
     used_buffers_.insert(n.id);

@@ -32,6 +32,9 @@ struct KernelPlan {
   const Graph* graph = nullptr;
   std::map<NodeId, int> parameter_index;     // parameter node -> input slot
   std::map<NodeId, std::string> materialized;  // node -> pointer variable ("m5")
+  // Values held in a local variable for the current loop iteration (row
+  // kernels: a reduction's value for the current row), node -> variable.
+  std::map<NodeId, std::string> scalars;
   // Integer divide/remainder nodes whose zero divisors are reported, in
   // node order; the site number is the position here.
   std::vector<NodeId> zero_div_sites;

@@ -16,6 +16,7 @@
 #include "codegen/cpu/prelude.h"
 #include "codegen/cpu/sha256.h"
 #include "codegen/cpu/toolchain.h"
+#include "codegen/cpu/vector_math.h"
 #include "ember/codegen/cpu.h"
 
 namespace ember::codegen {
@@ -52,6 +53,11 @@ void PfTrampoline(void* pf_ctx, int64_t begin, int64_t end, int64_t grain, void*
 bool FastFromEnv() {
   const char* f = std::getenv("EMBER_CODEGEN_FAST");
   return f && *f && std::string(f) != "0";
+}
+
+bool VectorMathOffByEnv() {
+  const char* f = std::getenv("EMBER_CODEGEN_VECTOR_MATH");
+  return f && std::string(f) == "0";
 }
 
 }  // namespace
@@ -93,7 +99,9 @@ Status CompiledKernel::Run(const std::vector<const void*>& inputs,
 
 StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
                                                         const CodegenOptions& options) {
-  EMBER_ASSIGN_OR_RETURN(KernelSource src, EmitKernelSource(g, options.kernel_index));
+  const bool vector_math = options.vector_math && !VectorMathOffByEnv();
+  EMBER_ASSIGN_OR_RETURN(KernelSource src,
+                         EmitKernelSource(g, options.kernel_index, vector_math));
   const bool fast = options.fast || FastFromEnv();
   EMBER_ASSIGN_OR_RETURN(std::string cxx, ResolveCompiler(options.cxx));
   std::string dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
@@ -119,22 +127,21 @@ StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
   part("cxx", cxx);
   part("version", version);
   for (const auto& f : flags) part("flag", f);
+  for (const auto& f : VectorMathLinkFlags()) part("lib", f);
   part("cpu", features);
   part("source", src.code);
   const std::string key = h.HexDigest();
 
-  // EMBER_DEBUG_DIR: every generated kernel's source, named by kernel and key.
-  if (const char* dbg = std::getenv("EMBER_DEBUG_DIR"); dbg && *dbg) {
-    (void)WriteFileAtomic(std::string(dbg) + "/" + src.name + "-" + key.substr(0, 16) + ".cc",
-                          src.code);
-  }
+  // The in-memory cache holds kernels loaded from one cache directory each:
+  // the same source under another cache_dir is looked up (and installed) there.
+  const std::string memory_key = key + "@" + dir;
 
   Globals& gl = G();
   std::shared_ptr<std::mutex> key_lock;
   {
     std::lock_guard<std::mutex> lock(gl.mu);
     if (options.use_memory_cache) {
-      auto it = gl.memory.find(key);
+      auto it = gl.memory.find(memory_key);
       if (it != gl.memory.end()) {
         ++gl.stats.memory_hits;
         return it->second;
@@ -148,7 +155,7 @@ StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
   std::lock_guard<std::mutex> compile_lock(*key_lock);
   if (options.use_memory_cache) {
     std::lock_guard<std::mutex> lock(gl.mu);
-    auto it = gl.memory.find(key);
+    auto it = gl.memory.find(memory_key);
     if (it != gl.memory.end()) {
       ++gl.stats.memory_hits;
       return it->second;
@@ -184,6 +191,7 @@ StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
       std::vector<std::string> argv = {cxx};
       argv.insert(argv.end(), flags.begin(), flags.end());
       argv.insert(argv.end(), {"-o", "kernel.so", "kernel.cc"});
+      argv.insert(argv.end(), VectorMathLinkFlags().begin(), VectorMathLinkFlags().end());
       std::string out;
       const auto t0 = std::chrono::steady_clock::now();
       StatusOr<int> rc = RunProcess(argv, tmp, &out);
@@ -232,7 +240,7 @@ StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
   k->source_ = std::move(src);
   std::lock_guard<std::mutex> lock(gl.mu);
   if (from_disk) ++gl.stats.disk_hits;
-  if (options.use_memory_cache) gl.memory[key] = k;
+  if (options.use_memory_cache) gl.memory[memory_key] = k;
   return k;
 }
 
