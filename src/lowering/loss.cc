@@ -7,7 +7,7 @@
 //
 // nll: w_i = weight[t_i] (1 without weights), 0 where t_i == ignore_index;
 //   loss_i = -x[i, t_i] * w_i; 'sum' sums, 'mean' divides by sum(w_i)
-//   (total_weight); a target outside [0, C) that is not ignore_index is an
+//   (total_weight, 0 for 'none' as eager); a target outside [0, C) that is not ignore_index is an
 //   OutOfRange error at run time (the gather), as eager raises.
 // bce-with-logits (eager's formula): (1 - t) x - log_weight * logsigmoid(x),
 //   log_weight = (pos_weight - 1) t + 1, logsigmoid(x) = min(x, 0) - log1p(e^-|x|).
@@ -120,6 +120,7 @@ LowerResult LowerNll(GraphBuilder& b, const AtenCall& c) {
   NodeId out;
   if (reduction == kNone) {
     out = b.Reshape(loss, c.outputs[0].sizes);
+    total = b.ConstantScalar(t, 0);  // eager leaves total_weight 0 without reduction
   } else {
     out = b.Reduce(loss, {0}, ReduceKind::kAdd);
     if (reduction == kMean) out = b.Divide(out, total);

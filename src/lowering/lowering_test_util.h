@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -103,6 +104,22 @@ class CallHarness {
     Arg a; a.kind = Arg::Kind::kString; a.s = std::move(s); call.args.push_back(a);
   }
   void AddDType(DType t) { Arg a; a.kind = Arg::Kind::kDType; a.dtype = t; call.args.push_back(a); }
+  void AddBools(std::vector<bool> v) {
+    Arg a; a.kind = Arg::Kind::kBoolList; a.bools = std::move(v); call.args.push_back(a);
+  }
+  void AddScalarList(std::vector<double> v) {
+    Arg a; a.kind = Arg::Kind::kScalarList;
+    for (double d : v) a.scalars.push_back(Scalar(ScalarArg::Kind::kFloat, d));
+    call.args.push_back(a);
+  }
+  void AddTensorList(std::vector<std::optional<Literal>> v) {
+    Arg a; a.kind = Arg::Kind::kTensorList;
+    for (auto& l : v) {
+      if (l) a.tensors.push_back(Tensor(*l));
+      else a.tensors.push_back(std::nullopt);
+    }
+    call.args.push_back(a);
+  }
   void AddNone() { call.args.push_back(Arg()); }
   void AddOther() { Arg a; a.kind = Arg::Kind::kOther; call.args.push_back(a); }
   void Out(DType t, std::vector<int64_t> sizes) {
@@ -220,6 +237,11 @@ class CallHarness {
  private:
   std::mt19937_64 rng_{42};
 };
+
+// A literal from its dtype, sizes and values (as gen_golden.py prints them).
+inline Literal L(DType t, std::vector<int64_t> sizes, std::vector<double> values) {
+  return Literal::FromDoubles(Shape(t, std::move(sizes)), values);
+}
 
 inline std::vector<double> Values(const Literal& l) {
   std::vector<double> v;
