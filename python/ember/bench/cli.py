@@ -249,7 +249,8 @@ def run(a) -> dict:
                 log(f"  {name} {mode}: PyTorch/XLA ({a.torch_xla_venv})")
                 results.append(xla.column(a.torch_xla_venv, name, mode, a.scale, s, cache_root,
                                           a.timeout, eager_checks, w.bytes_moved,
-                                          ceil["start"]["triad_gb_per_s"], a.no_cost, _result))
+                                          ceil["start"]["triad_gb_per_s"], a.no_cost, _result,
+                                          {b: t["median_s"] for b, t in tim.items()}))
         del w
         gc.collect()
     ceil["end"] = ceilings.measure(quick_ceil)

@@ -39,7 +39,8 @@ def _diff(a: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def interleaved(runners: dict, warmup: int, repeats: int, reference: str = "eager",
-                on_error=None, budget_s: float | None = None, min_repeats: int = 3) -> dict:
+                on_error=None, budget_s: float | None = None, min_repeats: int = 3,
+                timed=None) -> dict:
     """Runs the phase described in the module docstring.
 
     runners: {backend: Runner}, insertion order; `reference` must be one of them.
@@ -48,7 +49,8 @@ def interleaved(runners: dict, warmup: int, repeats: int, reference: str = "eage
     backend has status "failed: ..." and no times. `on_error(backend, exc)` is called on
     a failure (for logging). With `budget_s`, rounds stop once the timing loop has run
     that long and at least `min_repeats` rounds are done (each backend then has the same
-    number of timed steps)."""
+    number of timed steps). `timed` (default: all) limits the timing rounds to those
+    backends; the others only take part in the warm-up (numerics reference)."""
     out = {b: {"status": "ok", "times": [], "results": []} for b in runners}
     live = dict(runners)
 
@@ -74,7 +76,7 @@ def interleaved(runners: dict, warmup: int, repeats: int, reference: str = "eage
         d = max(_diff(a, e) for a, e in zip(o["results"], ref))
         o["numerics_max_diff"], o["numerics_ok"] = d, d <= RTOL
 
-    names = list(live)
+    names = [b for b in live if timed is None or b in timed]
     t_loop = time.perf_counter()
     for i in range(repeats):
         if budget_s is not None and i >= min_repeats and time.perf_counter() - t_loop > budget_s:

@@ -14,7 +14,8 @@ environment (EMBER_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR).
 
 ``timing`` runs ``timing.interleaved`` here; it exists for backends that cannot share
 a process with the others (PyTorch/XLA runs in its own virtual environment with its own
-torch). The first backend listed is the numerics reference.
+torch). The first backend listed is the numerics reference; ``--timed`` names the
+backends timed (the others only provide the reference values).
 
 Only torch (plus the backend's package) is imported: models.py, backends.py and
 timing.py are loaded from this directory by path, so the worker runs in environments
@@ -129,7 +130,8 @@ def timing(args) -> dict:
     w = models.build(args.model, args.scale)
     runners = {b: backends.make_runner(b, w, args.mode) for b in args.backends.split(",")}
     res = timing_mod.interleaved(runners, args.warmup, args.repeats,
-                                 reference=args.backends.split(",")[0])
+                                 reference=args.backends.split(",")[0],
+                                 timed=args.timed.split(",") if args.timed else None)
     return {"timing": res, "torch_version": torch.__version__, "peak_rss_mb": _peak_rss_mb()}
 
 
@@ -145,6 +147,7 @@ def main(argv=None):
     p.add_argument("--steady", type=int, default=3)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--timed", help="backends to time (default: all; others: numerics only)")
     p.add_argument("--json", required=True)
     args = p.parse_args(argv)
     try:
