@@ -1,6 +1,7 @@
 // Row kernels (emitter.cc): kernels whose reductions all reduce the same
 // innermost dims and whose other values are consumed per row run as one
-// phase over the rows (one pass per reduction, then the outputs). Checked
+// phase over the rows (one pass per reduction, then the outputs; expensive
+// values several passes need kept in a row buffer). Checked
 // against the interpreter bit for bit with vector math off (reductions of
 // <= 128 elements follow the interpreter's order exactly) and within stated
 // tolerances with it on; also the fallback to separate phases, errors,
@@ -52,6 +53,14 @@ TEST(CodegenRow, SoftmaxIsOneRowPhaseAndBitExactWithoutVectorMath) {
   EXPECT_TRUE(IsRowKernel(*k)) << k->source();
   // The entry runs exactly one phase (over the 37 rows).
   EXPECT_EQ(k->source().find("ember_phase_1"), std::string::npos);
+  // exp(x - max) is stored in a row buffer by the exp-sum pass and read back
+  // by the normalize pass, which calls no exp.
+  const std::string& src = k->source();
+  EXPECT_NE(src.find("float scr4[53];"), std::string::npos) << src;
+  const size_t out_pass = src.find("// outputs of the row's shape");
+  ASSERT_NE(out_pass, std::string::npos);
+  EXPECT_EQ(src.find("__builtin_expf", out_pass), std::string::npos) << src.substr(out_pass);
+  EXPECT_NE(src.find("scr4[", out_pass), std::string::npos);
   ExpectMatchesInterpreter(g, {arg}, Exact(dir.path()), ThreadParallelFor(3));
 }
 

@@ -434,7 +434,10 @@ class KernelEmitter {
     std::set<NodeId> buffers;
     std::set<int> sites;
   };
-  ReduceCode ReduceOneOutput(const Node& n, int ind) {
+  // Row kernels: `stores` lists nodes of the reduce operand's shape whose
+  // value at each element this pass also writes into its row buffer
+  // (plan_.row_buffers-to-be: `scr<id>[lin - row_base]`).
+  ReduceCode ReduceOneOutput(const Node& n, int ind, const std::vector<NodeId>& stores = {}) {
     ReduceCode rc;
     const NodeId x = n.operands[0];
     const Shape& xs = g_.node(x).shape;
@@ -486,7 +489,7 @@ class KernelEmitter {
       return rc;
     }
     if (IsFloat(t) && nred <= kExactTreeMax) {
-      ExactTreeReduce(n, xs, reduced, xix, ind, &rc);
+      ExactTreeReduce(n, xs, reduced, xix, ind, &rc, stores);
       return rc;
     }
     const bool pairwise = IsFloat(t) && (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
@@ -502,8 +505,10 @@ class KernelEmitter {
     const int depth = static_cast<int>(red_dims.size()) - 1;
     ExprEmitter full(plan_, &var_counter_, ind + 3 + depth);
     std::string fv = full.Value(x, Index::Multi(xix));
+    const std::string full_stores = StoreRowValues(full, stores, Index::Multi(xix), ind + 3 + depth);
     ExprEmitter tail(plan_, &var_counter_, ind + 3 + depth);
     std::string tv = tail.Value(x, Index::Multi(xix));
+    const std::string tail_stores = StoreRowValues(tail, stores, Index::Multi(xix), ind + 3 + depth);
     absorb(full);
     absorb(tail);
 
@@ -534,12 +539,12 @@ class KernelEmitter {
     s += Indent(in + 1) + "if (kb + " + L + " <= " + IntLiteral(K) + ") {\n";
     s += Indent(in + 2) + SimdPragma(full) + "\n";
     s += Indent(in + 2) + "for (int l = 0; l < " + L + "; ++l) {\n";
-    s += full.code();
+    s += full.code() + full_stores;
     s += Indent(in + 3) + acc + "[l] = " + combine(acc + "[l]", fv) + ";\n";
     s += Indent(in + 2) + "}\n";
     s += Indent(in + 1) + "} else {\n";
     s += Indent(in + 2) + "for (int l = 0; l < " + IntLiteral(K) + " - kb; ++l) {\n";
-    s += tail.code();
+    s += tail.code() + tail_stores;
     s += Indent(in + 3) + acc + "[l] = " + combine(acc + "[l]", tv) + ";\n";
     s += Indent(in + 2) + "}\n";
     s += Indent(in + 1) + "}\n";
@@ -575,7 +580,8 @@ class KernelEmitter {
   // then combine the halves. n is static, so the tree is emitted unrolled
   // over a local array of the n input values; results are bit-identical.
   void ExactTreeReduce(const Node& n, const Shape& xs, const std::vector<bool>& reduced,
-                       std::vector<std::string> xix, int ind, ReduceCode* rc) {
+                       std::vector<std::string> xix, int ind, ReduceCode* rc,
+                       const std::vector<NodeId>& stores = {}) {
     const DType t = n.shape.dtype();
     const std::string ct = ComputeType(t);
     const ReduceKind kind = *ParseReduceKind(n.attrs.GetString("to_apply"));
@@ -594,6 +600,7 @@ class KernelEmitter {
       for (size_t i = 0; i < red_axes.size(); ++i) xix[red_axes[i]] = rix[i];
     }
     std::string v = e.Value(n.operands[0], Index::Multi(xix));
+    const std::string row_stores = StoreRowValues(e, stores, Index::Multi(xix), ind + 1);
     rc->buffers.insert(e.used_buffers().begin(), e.used_buffers().end());
     rc->sites.insert(e.used_sites().begin(), e.used_sites().end());
     const int64_t total = red_shape.num_elements();
@@ -603,7 +610,7 @@ class KernelEmitter {
     s += Indent(ind) + ct + " " + vals + "[" + IntLiteral(total) + "];\n";
     s += Indent(ind) + SimdPragma(e) + "\n";
     s += Indent(ind) + "for (int64_t r = 0; r < " + IntLiteral(total) + "; ++r) {\n";
-    s += e.code();
+    s += e.code() + row_stores;
     s += Indent(ind + 1) + vals + "[r] = " + v + ";\n";
     s += Indent(ind) + "}\n";
     int leaf = 0;
@@ -623,6 +630,35 @@ class KernelEmitter {
       return Combine(kind, t, lhs, rhs);
     };
     rc->result = FromIdentity(kind, t, tree(0, total));
+  }
+
+  // `scr<id>[lin - row_base] = <value of id at idx>;` for each node of
+  // `stores`, computed (or found memoized) by `e`.
+  std::string StoreRowValues(ExprEmitter& e, const std::vector<NodeId>& stores, const Index& idx,
+                             int ind) {
+    std::string s;
+    for (NodeId id : stores) {
+      const std::string v = e.Value(id, idx);
+      s += Indent(ind) + "scr" + std::to_string(id) + "[" + e.LinOf(g_.node(id).shape, idx) +
+           " - " + plan_.row_base + "] = " + v + ";\n";
+    }
+    return s;
+  }
+
+  // Full-shaped nodes reached from `roots` through elementwise ops of shape
+  // `full` (the values a pass over the row computes per element).
+  std::set<NodeId> RowPassNodes(const std::vector<NodeId>& roots, const std::vector<int64_t>& full) {
+    std::set<NodeId> seen;
+    std::vector<NodeId> stack(roots.begin(), roots.end());
+    while (!stack.empty()) {
+      const NodeId id = stack.back();
+      stack.pop_back();
+      const Node& n = g_.node(id);
+      if (n.shape.is_tuple() || n.shape.dims() != full || !IsElementwise(n.op)) continue;
+      if (!seen.insert(id).second) continue;
+      for (NodeId o : n.operands) stack.push_back(o);
+    }
+    return seen;
   }
 
   // Operands of row broadcasts (broadcast-in-dim repeating its operand along
@@ -645,7 +681,7 @@ class KernelEmitter {
       if (!seen.insert(id).second) continue;
       const Node& n = g_.node(id);
       if (n.shape.is_tuple() || n.shape.dims() != full) continue;
-      if (plan_.scalars.count(id) || plan_.materialized.count(id)) continue;
+      if (plan_.scalars.count(id) || plan_.materialized.count(id) || plan_.row_buffers.count(id)) continue;
       if (n.op == OpKind::kBroadcastInDim) {
         const Node& op = g_.node(n.operands[0]);
         const auto& map = n.attrs.GetInts("dimensions");
@@ -689,6 +725,20 @@ class KernelEmitter {
   // several passes are recomputed in each (the fusion cost model bounds
   // this, fusion_cost.h). Chosen when there are at least kMinRowKernelRows rows.
   static constexpr int64_t kMinRowKernelRows = 8;
+  // Row buffers (see RowPhaseBody) live on the stack: at most this many bytes.
+  static constexpr int64_t kRowBufferBytes = 64 << 10;
+
+  // Values worth keeping in a row buffer rather than recomputing per pass.
+  static bool IsRowBufferWorthy(const Node& n) {
+    if (n.shape.is_tuple() || !IsFloat(n.shape.dtype())) return false;
+    switch (n.op) {
+      case OpKind::kDivide: case OpKind::kRemainder: case OpKind::kPower: case OpKind::kAtan2:
+      case OpKind::kSqrt: case OpKind::kRsqrt:
+        return true;
+      default:
+        return IsVectorMathOp(n.op);
+    }
+  }
 
   struct RowPlan {
     bool ok = false;
@@ -786,11 +836,48 @@ class KernelEmitter {
     }
     plan_.materialized.clear();
     plan_.scalars.clear();
-    for (NodeId id : rp.reduces) {
+    plan_.row_buffers.clear();
+    plan_.row_base = "o * " + IntLiteral(rp.K);
+    // Row buffers: an expensive value (a transcendental, a division, ...)
+    // that several passes compute is stored by the first of them into a
+    // row-sized local array and read back by the later ones (softmax: the
+    // exp-sum pass stores exp(x - max), the normalize pass divides it).
+    const auto& outs = g_.outputs();
+    std::vector<std::set<NodeId>> pass_nodes;
+    for (NodeId id : rp.reduces) pass_nodes.push_back(RowPassNodes({g_.node(id).operands[0]}, rp.full));
+    {
+      std::vector<NodeId> full_roots;
+      for (NodeId o : outs)
+        if (g_.node(o).shape.dims() == rp.full) full_roots.push_back(o);
+      pass_nodes.push_back(RowPassNodes(full_roots, rp.full));
+    }
+    std::vector<std::vector<NodeId>> stores(rp.reduces.size());
+    int64_t scratch_bytes = 0;
+    std::string scratch_decls;
+    for (const Node& n : g_.nodes()) {
+      if (!IsRowBufferWorthy(n)) continue;
+      int first = -1, uses = 0;
+      for (size_t p = 0; p < pass_nodes.size(); ++p) {
+        if (!pass_nodes[p].count(n.id)) continue;
+        if (first < 0) first = static_cast<int>(p);
+        ++uses;
+      }
+      const int64_t bytes = rp.K * DTypeSize(n.shape.dtype() == DType::kF64 ? DType::kF64 : DType::kF32);
+      if (uses < 2 || first >= static_cast<int>(rp.reduces.size()) ||
+          scratch_bytes + bytes > kRowBufferBytes) {
+        continue;
+      }
+      scratch_bytes += bytes;
+      stores[first].push_back(n.id);
+      scratch_decls += "  " + ComputeType(n.shape.dtype()) + " scr" + std::to_string(n.id) + "[" +
+                       IntLiteral(rp.K) + "];\n";
+    }
+    for (size_t ri = 0; ri < rp.reduces.size(); ++ri) {
+      const NodeId id = rp.reduces[ri];
       const Node& n = g_.node(id);
       const DType t = n.shape.dtype();
       body += HoistRowInvariants({n.operands[0]}, rp.full, outer_ix, 2, &buffers, &sites);
-      ReduceCode rc = ReduceOneOutput(n, 3);
+      ReduceCode rc = ReduceOneOutput(n, 3, stores[ri]);
       buffers.insert(rc.buffers.begin(), rc.buffers.end());
       sites.insert(rc.sites.begin(), rc.sites.end());
       const std::string v = "rv" + std::to_string(id);
@@ -799,10 +886,10 @@ class KernelEmitter {
       // The value later passes see is the stored one (bf16/f16 rounded).
       body += "      " + v + " = " + LoadExpr(t, StoreExpr(t, rc.result)) + ";\n    }\n";
       plan_.scalars[id] = v;
+      for (NodeId st : stores[ri]) plan_.row_buffers[st] = "scr" + std::to_string(st);
     }
     // Output pass(es): outer-shaped outputs once per row, full-shaped ones
     // in one simd loop over the row.
-    const auto& outs = g_.outputs();
     std::vector<size_t> full_outs;
     Index outer_idx = Index::Multi(outer_ix);
     outer_idx.lin = "o";
@@ -866,6 +953,7 @@ class KernelEmitter {
            std::to_string(j) + "];\n";
     }
     s += FlagDeclsOf(sites, 1);
+    s += scratch_decls;
     s += "  for (int64_t o = begin; o < end; ++o) {\n" + body + "  }\n";
     s += FlagStoresOf(sites, 1);
     return s;

@@ -211,6 +211,10 @@ ExprEmitter::Val ExprEmitter::EmitUncached(const Node& n, const Index& idx) {
   const DType t = n.shape.dtype();
   auto sc = plan_.scalars.find(n.id);
   if (sc != plan_.scalars.end()) return {sc->second, false};
+  auto rb = plan_.row_buffers.find(n.id);
+  if (rb != plan_.row_buffers.end()) {
+    return {Bind(t, rb->second + "[" + LinOf(n.shape, idx) + " - " + plan_.row_base + "]"), false};
+  }
   auto mat = plan_.materialized.find(n.id);
   if (mat != plan_.materialized.end()) {
     used_buffers_.insert(n.id);

@@ -35,6 +35,11 @@ struct KernelPlan {
   // Values held in a local variable for the current loop iteration (row
   // kernels: a reduction's value for the current row), node -> variable.
   std::map<NodeId, std::string> scalars;
+  // Row kernels: values an earlier pass over the row stored in a row-sized
+  // local array, node -> array; element at linear index lin is
+  // array[lin - row_base].
+  std::map<NodeId, std::string> row_buffers;
+  std::string row_base;
   // Integer divide/remainder nodes whose zero divisors are reported, in
   // node order; the site number is the position here.
   std::vector<NodeId> zero_div_sites;
