@@ -196,6 +196,7 @@ def run(a) -> dict:
         for mode in a.modes:
             if mode not in w.modes:
                 continue
+            load = os.getloadavg()[0]
             runnable = [b for b in a.backends if not absent[b]]
             csts = {}
             if not a.no_cost:
@@ -241,16 +242,18 @@ def run(a) -> dict:
                 else:
                     r = _result(name, mode, b, tim.get(b), csts.get(b), eager_checks,
                                 w.bytes_moved, ceil["start"]["triad_gb_per_s"])
+                r["load_1m"] = load  # at the start of this (model, mode): a shared machine
                 results.append(r)
                 if r["median_s"]:
                     log(f"    {b}: median {r['median_s'] * 1e3:.2f} ms, x{r['ratio_to_eager']:.2f}"
                         f" of eager, numerics {r['numerics_ok']}")
             if a.torch_xla_venv:
                 log(f"  {name} {mode}: PyTorch/XLA ({a.torch_xla_venv})")
-                results.append(xla.column(a.torch_xla_venv, name, mode, a.scale, s, cache_root,
-                                          a.timeout, eager_checks, w.bytes_moved,
-                                          ceil["start"]["triad_gb_per_s"], a.no_cost, _result,
-                                          {b: t["median_s"] for b, t in tim.items()}))
+                r = xla.column(a.torch_xla_venv, name, mode, a.scale, s, cache_root, a.timeout,
+                               eager_checks, w.bytes_moved, ceil["start"]["triad_gb_per_s"],
+                               a.no_cost, _result, {b: t["median_s"] for b, t in tim.items()})
+                r["load_1m"] = load
+                results.append(r)
         del w
         gc.collect()
     ceil["end"] = ceilings.measure(quick_ceil)

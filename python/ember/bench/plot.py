@@ -25,6 +25,12 @@ def bar_chart(doc: dict, path: str) -> None:
         if r["backend"] != "eager" and r["backend"] not in backends:
             backends.append(r["backend"])
     by = {(r["model"], r["mode"], r["backend"]): r for r in results}
+    # Backends with no time anywhere (absent, failed) get no slot, only a footnote.
+    missing = [b for b in backends
+               if all(by.get((m, mode, b), {}).get("ratio_to_eager") is None for m, mode in groups)]
+    backends = [b for b in backends if b not in missing]
+    colors = dict(zip(("inductor", "ember", "ember_compile", "torch_xla"),
+                      ("tab:blue", "tab:orange", "tab:red", "tab:green")))
     width = 0.8 / max(1, len(backends))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(groups) + 2), 4.5))
     for j, b in enumerate(backends):
@@ -39,7 +45,10 @@ def bar_chart(doc: dict, path: str) -> None:
                 continue
             xs.append(x)
             ys.append(r["ratio_to_eager"])
-        ax.bar(xs, ys, width, label=b)
+        bars = ax.bar(xs, ys, width, label=b, color=colors.get(b))
+        for bar, y in zip(bars, ys):
+            ax.text(bar.get_x() + bar.get_width() / 2, y, f"{y:.2g}", ha="center",
+                    va="bottom", fontsize=6)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
     ax.set_xticks(range(len(groups)))
@@ -49,6 +58,8 @@ def bar_chart(doc: dict, path: str) -> None:
     ax.set_title(f"ember.bench {m['date_utc']} UTC, commit {m['commit']}, "
                  f"{m['cores']} cores", fontsize=9)
     ax.legend(fontsize=8)
+    if missing:
+        fig.text(0.01, 0.01, "no times: " + ", ".join(missing) + " (see the table)", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

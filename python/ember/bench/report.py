@@ -5,7 +5,8 @@ JSON (``to_json``): ``{"machine": {...}, "ceilings": {...}, "settings": {...},
 ``backend``, ``median_s``, ``ratio_to_eager``, ``ratio_to_inductor``, ``cold_compile_s``,
 ``warm_start_s``, ``peak_rss_mb``, ``numerics_ok`` — plus ``min_s``, ``max_s``,
 ``repeats``, ``numerics_max_diff``, ``status``, ``gb_per_s`` / ``triad_fraction``
-(memory-bound kernels), ``notes`` and ``processes`` (the cold and warm processes' wall
+(memory-bound kernels), ``load_1m`` (1-minute load average when the model/mode
+started), ``notes`` and ``processes`` (the cold and warm processes' wall
 and CPU seconds, import/setup seconds, per-step seconds, peak RSS). Times in seconds, memory in MiB (2^20 bytes),
 bandwidth in GB/s (10^9 bytes/s). Ratios are time / reference time, medians of the
 per-round ratios (below 1: faster than the reference). A value that was not measured
