@@ -21,6 +21,7 @@ def test_smoke_json(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(out.read_text())
+    assert doc["complete"] is True
     assert {"cpu_model", "cores", "torch_version", "commit"} <= set(doc["machine"])
     assert doc["ceilings"]["start"]["triad_gb_per_s"] > 0
     assert doc["ceilings"]["start"]["gemm_gflop_per_s"] > 0

@@ -125,8 +125,14 @@ def _result(model, mode, backend, tim, cst, eager_checks, bytes_moved, triad):
                     diffs.append(d)
         if (cst.get("cold") or {}).get("ember"):
             e = cst["cold"]["ember"]
-            r["notes"].append(f"cold: {e['graphs_compiled']} graphs compiled, "
-                              f"{e['fallbacks']} fallbacks")
+            note = (f"ember {e.get('backend')}: {e['graphs_compiled']} graphs compiled, "
+                    f"{e['fallbacks']} fallbacks")
+            g = e.get("last_graph")
+            if g:
+                note += (f"; last graph: {g.get('kernels')} kernels, {g.get('extern_steps')} "
+                         f"extern steps, {g.get('interpreted')} interpreted, "
+                         f"{g.get('declined')} declined lowerings")
+            r["notes"].append(note)
     if tim is not None:
         if tim["status"] != "ok":
             r["status"] = "timing phase " + tim["status"] if r["status"] == "ok" else r["status"]
@@ -161,7 +167,7 @@ def _cpu_s() -> float:
     return t
 
 
-def run(a) -> dict:
+def run(a, save=lambda doc: None) -> dict:
     log = _Log()
     cache_root = tempfile.mkdtemp(prefix="ember-bench-caches-")
     # This process's own caches (timing phase) never touch the user's.
@@ -181,6 +187,8 @@ def run(a) -> dict:
         if why:
             log(f"backend {b}: {why}")
     results = []
+    doc = {"machine": info, "ceilings": ceil, "settings": _settings(a, log), "results": results,
+           "complete": False}
     for name in a.models:
         try:
             w = models.build(name, a.scale)
@@ -254,6 +262,8 @@ def run(a) -> dict:
                                a.no_cost, _result, {b: t["median_s"] for b, t in tim.items()})
                 r["load_1m"] = load
                 results.append(r)
+            doc["settings"] = _settings(a, log)
+            save(doc)  # after every (model, mode): an interrupted run keeps what it measured
         del w
         gc.collect()
     ceil["end"] = ceilings.measure(quick_ceil)
@@ -261,24 +271,38 @@ def run(a) -> dict:
     log(f"ceilings at end: triad {ceil['end']['triad_gb_per_s']:.1f} GB/s, GEMM "
         f"{ceil['end']['gemm_gflop_per_s']:.1f} GFLOP/s; total "
         f"{time.perf_counter() - log.t0:.0f} s")
-    settings = dict(s, scale=a.scale, models=a.models, modes=a.modes, backends=a.backends,
-                    cost_phase=not a.no_cost, torch_xla_venv=a.torch_xla_venv,
-                    numerics_rtol=timing.RTOL, command=" ".join(["python -m ember.bench"]
-                                                                + sys.argv[1:]),
-                    wall_s=time.perf_counter() - log.t0, cpu_s=_cpu_s())
-    return {"machine": info, "ceilings": ceil, "settings": settings, "results": results}
+    doc["settings"] = _settings(a, log)
+    doc["complete"] = True
+    return doc
+
+
+def _settings(a, log) -> dict:
+    return dict(a.settings, scale=a.scale, models=a.models, modes=a.modes, backends=a.backends,
+                cost_phase=not a.no_cost, torch_xla_venv=a.torch_xla_venv,
+                numerics_rtol=timing.RTOL,
+                command=" ".join(["python -m ember.bench"] + sys.argv[1:]),
+                wall_s=time.perf_counter() - log.t0, cpu_s=_cpu_s())
+
+
+def _saver(a):
+    def save(doc):
+        if a.json_path:  # first: a formatting problem below must not lose the measurements
+            tmp = a.json_path + ".tmp"
+            report.to_json(doc, tmp)
+            os.replace(tmp, a.json_path)
+        if a.markdown:
+            with open(a.markdown, "w") as f:
+                f.write(report.markdown(doc))
+    return save
 
 
 def main(argv=None) -> int:
     a = parse_args(argv)
     torch.manual_seed(0)
-    doc = run(a)
-    if a.json_path:  # first: a formatting problem below must not lose the measurements
-        report.to_json(doc, a.json_path)
+    save = _saver(a)
+    doc = run(a, save)
+    save(doc)
     md = report.markdown(doc)
-    if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(md)
     if a.plot:
         from . import plot
 

@@ -41,7 +41,10 @@ def _ratio(r):
 def markdown(doc: dict) -> str:
     """The results as a markdown table, preceded by the machine line and ceilings."""
     m, c = doc["machine"], doc["ceilings"]
-    lines = [
+    lines = [] if doc.get("complete", True) else [
+        "**Partial run** (interrupted or still running): only the rows below were measured.",
+        ""]
+    lines += [
         f"Machine: {m['cpu_model']}, {m['cores']} cores ({m['torch_threads']} torch threads), "
         f"{m['memory_gib']} GiB; load average {m['load_average_start'][0]:.1f} at start, "
         f"{m.get('load_average_end', [float('nan')])[0]:.1f} at end. torch "

@@ -74,9 +74,17 @@ def _ember_counters():
     import ember
 
     c = ember.metrics.counters()
-    return {k: c.get(k) for k in ("graphs_compiled", "memory_cache_hits", "disk_cache_hits",
-                                  "compile_seconds", "execute_seconds")} | {
-        "fallbacks": sum(c.get("fallbacks", {}).values())}
+    out = {k: c.get(k) for k in ("graphs_compiled", "memory_cache_hits", "disk_cache_hits",
+                                 "compile_seconds", "execute_seconds")}
+    out["fallbacks"] = sum(c.get("fallbacks", {}).values())
+    out["backend"] = str(getattr(ember.config, "backend", None) or
+                         os.environ.get("EMBER_BACKEND") or "default")
+    if hasattr(ember.metrics, "last_graph"):  # the lowering bridge: how the last graph ran
+        g = ember.metrics.last_graph()
+        out["last_graph"] = {k: g.get(k) for k in ("backend", "lazy_ops", "lowered_ops",
+                                                   "kernels", "interpreted", "extern_steps")}
+        out["last_graph"]["declined"] = sum((g.get("declined") or {}).values())
+    return out
 
 
 def cost(args) -> dict:
