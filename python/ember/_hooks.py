@@ -1,4 +1,9 @@
-"""Sync after optimizer.step() (ember.config.sync_on_optimizer_step)."""
+"""Training-loop hooks: sync after optimizer.step() (ember.config.sync_on_optimizer_step),
+sync between accumulated backward passes (ember.config.sync_on_accumulate), and
+module.to("ember") keeping tied parameters tied."""
+import functools
+import threading
+
 import torch
 
 from . import _C, config
@@ -21,15 +26,50 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 register_optimizer_step_post_hook(_after_step)
 
 
+# ---- gradient accumulation --------------------------------------------------------
+# A backward adds its whole pass to the pending work; a loop that accumulates gradients
+# over N micro-batches before optimizer.step() would otherwise run all N forward and
+# backward passes as one graph, whose memory and compile time grow with N (and a new N
+# is a new graph). When a backward on ember tensors ends and an earlier backward's work
+# is still pending (no sync since), ember syncs: an ordinary step (forward, one
+# backward, optimizer.step()) stays one graph, and accumulation runs two micro-batches
+# per graph, with gradients carried between graphs as device data.
+_accumulate_lock = threading.Lock()
+_last_backward_sync = [-1]  # sync generation seen at the end of the last backward
+_orig_backward = torch.autograd.backward
+
+
+def _on_ember(tensors) -> bool:
+    if isinstance(tensors, torch.Tensor):
+        return tensors.device.type == "ember"
+    if isinstance(tensors, (list, tuple)):
+        return any(isinstance(t, torch.Tensor) and t.device.type == "ember" for t in tensors)
+    return False
+
+
+@functools.wraps(_orig_backward)
+def _backward(tensors, *args, **kwargs):
+    out = _orig_backward(tensors, *args, **kwargs)
+    if config.sync_on_accumulate and _on_ember(tensors):
+        generation = _C.sync_generation()
+        with _accumulate_lock:
+            pending_earlier = _last_backward_sync[0] == generation
+            _last_backward_sync[0] = generation
+        if pending_earlier:
+            _C.sync("backward (gradient accumulation)")
+    return out
+
+
+torch.autograd.backward = _backward
+
+
 # ---- module.to("ember") keeps tied parameters tied --------------------------------
 # Module._apply replaces a parameter by a new Parameter when the converted tensor cannot
 # be shallow-copied into the old one (always so for ember: its tensors are
 # functionalization wrappers). A parameter shared by two modules (tied embeddings) would
 # then become two. Eager CUDA keeps it (set_data path); so do we: after the outermost
 # _apply, every place that held one parameter holds the same new one.
-import threading as _threading
-
-_apply_depth = _threading.local()
+_apply_depth = threading.local()
 _orig_apply = torch.nn.Module._apply
 
 

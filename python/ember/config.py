@@ -7,6 +7,10 @@ from . import _C
 _DEFAULTS = {
     # Sync after every optimizer.step() (switchable).
     "sync_on_optimizer_step": True,
+    # Sync when a backward ends while an earlier backward's work is still pending
+    # (gradient accumulation): a graph then holds at most two micro-batches, so memory
+    # and compile time do not grow with the number of micro-batches.
+    "sync_on_accumulate": True,
     # Sync early (with a one-time warning) when this many ops are pending; 0 disables.
     "max_pending_ops": 100_000,
     # Warn once when one call site has compiled more distinct graphs than this.

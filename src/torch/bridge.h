@@ -127,7 +127,7 @@ struct Node {
   uint64_t rng_seed = 0, rng_offset = 0;
   bool seeded_default = false;    // random op without a Generator argument
   std::string source;             // user's Python file:line when traced
-  uint64_t seq = 0;
+  uint64_t seq = 0;               // trace order (op nodes): sync runs ops in this order
   const char* name() const;
 };
 
@@ -170,8 +170,10 @@ class LazyTensorImpl : public c10::TensorImpl {
 };
 
 LazyTensorImpl* lazy_impl(const at::Tensor& t);  // nullptr if not an inner lazy tensor
-at::Tensor make_lazy(const TensorMeta& meta, Value v);
-at::Tensor make_lazy_data(at::Tensor data);
+// `view_of_normal`: the result is a view of a normal (non-inference) tensor, so it is a
+// normal tensor even inside torch.inference_mode(), as in eager.
+at::Tensor make_lazy(const TensorMeta& meta, Value v, bool view_of_normal = false);
+at::Tensor make_lazy_data(at::Tensor data, bool view_of_normal = false);
 // Wraps in a FunctionalTensorWrapper unless the caller is the functionalization layer.
 at::Tensor maybe_wrap(at::Tensor t);
 at::Tensor unwrap(const at::Tensor& t);  // inner tensor (syncs functional updates)
@@ -198,6 +200,7 @@ void sync(const std::string& reason);
 void maybe_sync_early();
 std::string graph_debug_text();  // lazy IR of the pending graph (for debugging)
 int64_t cache_size();
+int64_t sync_generation();  // number of syncs that ran work (never reset)
 void clear_cache();
 
 // Hooks set by the Python binding (the core never includes Python.h).

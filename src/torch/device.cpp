@@ -10,6 +10,8 @@
 
 #include <pthread.h>
 
+#include <unordered_set>
+
 namespace ember_torch {
 
 // ---------------------------------------------------------------- metrics
@@ -67,13 +69,29 @@ struct DeviceAllocator final : c10::Allocator {
   }
 };
 
-// The pinned host allocator for DataLoader(pin_memory=True): plain host memory.
+// The pinned host allocator for DataLoader(pin_memory=True): plain host memory whose
+// blocks are remembered, so `t.is_pinned()` is true for them (and only for them).
+std::mutex g_pinned_mu;
+std::unordered_set<const void*> g_pinned;
+
+void free_pinned(void* p) {
+  {
+    std::lock_guard<std::mutex> g(g_pinned_mu);
+    g_pinned.erase(p);
+  }
+  c10::free_cpu(p);
+}
+
 struct PinnedAllocator final : c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     void* p = n ? c10::alloc_cpu(n) : nullptr;
-    return {p, p, &c10::free_cpu, c10::Device(c10::DeviceType::CPU)};
+    if (p) {
+      std::lock_guard<std::mutex> g(g_pinned_mu);
+      g_pinned.insert(p);
+    }
+    return {p, p, &free_pinned, c10::Device(c10::DeviceType::CPU)};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &c10::free_cpu; }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
@@ -239,7 +257,10 @@ struct EmberHooks final : at::PrivateUse1HooksInterface {
   }
   at::Generator getNewGenerator(c10::DeviceIndex) const override { return make_generator(); }
   at::Device getDeviceFromPtr(void* data) const override { return ember_device(); }
-  bool isPinnedPtr(const void* data) const override { return false; }
+  bool isPinnedPtr(const void* data) const override {
+    std::lock_guard<std::mutex> g(g_pinned_mu);
+    return data && g_pinned.count(data) > 0;
+  }
   c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override { return 1; }

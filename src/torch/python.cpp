@@ -117,6 +117,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("pending_graph_text", &graph_debug_text, py::call_guard<py::gil_scoped_release>());
   m.def("pending_ops", &pending_op_count);
   m.def("cache_size", &cache_size);
+  m.def("sync_generation", &sync_generation);
   m.def("clear_cache", &clear_cache);
 
   m.def("counters", []() {

@@ -4,6 +4,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -168,6 +169,12 @@ void build_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Graph& g)
     }
     for (const auto& m : n->outputs) hash_meta(m, t);
   };
+  // Every op reachable from the roots (iterative post-order DFS) is emitted in program
+  // order (the trace sequence): running steps in the order the program traced them
+  // keeps what is live at each step what eager would hold (micro-batch k's activations
+  // are dead before micro-batch k+1's forward runs), where the DFS order from the roots
+  // can interleave independent chains. Leaves take slots at their first use.
+  std::vector<Node*> ops;
   for (const auto& r : roots) {
     Node* root = r.second.node.get();
     if (visited.count(root)) continue;
@@ -176,7 +183,6 @@ void build_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Graph& g)
     while (!work.empty()) {
       auto& [n, i] = work.back();
       if (n->kind != NodeKind::kOp) {
-        visit_leaf(n);
         work.pop_back();
         continue;
       }
@@ -189,11 +195,20 @@ void build_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Graph& g)
         }
         continue;
       }
-      Node* done = n;
+      ops.push_back(n);
       work.pop_back();
-      emit_op(done);
     }
   }
+  std::stable_sort(ops.begin(), ops.end(), [](const Node* a, const Node* b) { return a->seq < b->seq; });
+  std::unordered_set<const Node*> leaves;
+  auto leaf = [&](Node* n) {
+    if (n->kind != NodeKind::kOp && leaves.insert(n).second) visit_leaf(n);
+  };
+  for (Node* n : ops) {
+    for (const auto& o : n->operands) leaf(o.node.get());
+    emit_op(n);
+  }
+  for (const auto& r : roots) leaf(r.second.node.get());
   t.push_back(-4);
   for (const auto& r : roots) {
     int s = slot_of(g, r.second);
@@ -216,6 +231,7 @@ struct Step {
   std::vector<TensorMeta> out_metas;
   std::vector<bool> out_view;
   int seed_idx = -1;                          // seeded_default: (seed, offset) scalars
+  std::vector<int> release;                   // slots whose last use is this step
   std::string name;
 };
 
@@ -335,6 +351,23 @@ std::shared_ptr<Executable> compile(const Graph& g) {
     st.out_view = n->output_is_view;
     ex->steps.push_back(std::move(st));
   }
+  // Liveness: a slot is dropped after its last reader (or right after its producer
+  // when nothing reads it), unless it is a graph output, so executing a graph holds
+  // what eager would hold at that point, not every intermediate of the graph.
+  std::vector<int> last(ex->num_slots, -1);
+  for (size_t i = 0; i < ex->steps.size(); ++i) {
+    const Step& st = ex->steps[i];
+    for (int s : st.out_slots) last[s] = static_cast<int>(i);
+    for (size_t a = 0; a < st.kinds.size(); ++a) {
+      auto k = st.kinds[a];
+      if (k != ArgKind::kTensor && k != ArgKind::kTensorList && k != ArgKind::kOptTensorList) continue;
+      for (int s : st.refs[a]) if (s >= 0) last[s] = static_cast<int>(i);
+    }
+  }
+  for (int s : ex->output_slots) last[s] = -1;
+  for (int s = 0; s < ex->num_slots; ++s) {
+    if (last[s] >= 0) ex->steps[last[s]].release.push_back(s);
+  }
   return ex;
 }
 
@@ -398,6 +431,7 @@ struct SiteInfo {
 std::unordered_map<std::string, SiteInfo> g_sites;
 std::atomic<bool> g_cap_warned{false};
 std::mutex g_sync_mu;  // one sync at a time
+std::atomic<int64_t> g_sync_generation{0};  // syncs that ran work; never reset
 
 std::string dtype_name(at::ScalarType t) { return c10::toString(t); }
 
@@ -593,6 +627,7 @@ void sync(const std::string& reason) {
   auto roots = pending_states();
   add_pending_ops(-1);
   if (roots.empty()) return;
+  g_sync_generation.fetch_add(1);
   Graph g;
   build_graph(roots, g);
 
@@ -664,6 +699,7 @@ void sync(const std::string& reason) {
     }
     if (poisoned) {
       for (int s : st.out_slots) failed[s] = true;
+      for (int s : st.release) slots[s] = at::Tensor();
       continue;
     }
     try {
@@ -789,6 +825,7 @@ void sync(const std::string& reason) {
         }
       }
     }
+    for (int s : st.release) slots[s] = at::Tensor();
   }
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   {
@@ -842,6 +879,8 @@ std::string graph_debug_text() {
   build_graph(roots, g);
   return graph_text(g);
 }
+
+int64_t sync_generation() { return g_sync_generation.load(); }
 
 int64_t cache_size() {
   std::lock_guard<std::mutex> lk(g_cache_mu);

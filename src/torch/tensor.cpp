@@ -5,6 +5,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/FunctionalTensorWrapper.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/ConvUtils.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
@@ -52,6 +54,7 @@ std::mutex g_mu;
 std::map<uint64_t, std::weak_ptr<LazyState>> g_live;
 std::atomic<uint64_t> g_next_id{0};
 std::atomic<int64_t> g_pending_ops{0};
+std::atomic<uint64_t> g_next_seq{1};  // trace order of op nodes (Node::seq)
 }  // namespace
 
 std::mutex& state_mutex() { return g_mu; }
@@ -152,17 +155,35 @@ LazyTensorImpl* lazy_impl(const at::Tensor& t) {
   return dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
 }
 
-at::Tensor make_lazy(const TensorMeta& meta, Value v) {
-  auto s = new_state();
-  s->ir = std::move(v);
+// Inside torch.inference_mode(), new tensors are inference tensors, except views of
+// normal tensors, which stay normal (eager's rule). Inner tensors follow the same rule,
+// and wrappers inherit it from them. It matters below the Functionalize key too: in
+// inference mode, functionalization's fallback lets composite ops (F.linear) decompose
+// on inner tensors, so an inner view (weight.t()) passes through ADInplaceOrView,
+// whose as_view needs the view of a normal tensor to be normal.
+static at::Tensor new_inner(const TensorMeta& meta, StatePtr s, bool view_of_normal) {
+  auto& autograd = c10::AutogradState::get_tls_state();
+  if (!view_of_normal || !autograd.get_inference_mode()) {
+    return at::Tensor(c10::make_intrusive<LazyTensorImpl>(meta, std::move(s)));
+  }
+  autograd.set_inference_mode(false);
+  struct Restore {
+    ~Restore() { c10::AutogradState::get_tls_state().set_inference_mode(true); }
+  } restore;
   return at::Tensor(c10::make_intrusive<LazyTensorImpl>(meta, std::move(s)));
 }
 
-at::Tensor make_lazy_data(at::Tensor data) {
+at::Tensor make_lazy(const TensorMeta& meta, Value v, bool view_of_normal) {
+  auto s = new_state();
+  s->ir = std::move(v);
+  return new_inner(meta, std::move(s), view_of_normal);
+}
+
+at::Tensor make_lazy_data(at::Tensor data, bool view_of_normal) {
   auto s = new_state();
   TensorMeta m = meta_of(data);
   s->data = std::move(data);
-  return at::Tensor(c10::make_intrusive<LazyTensorImpl>(m, std::move(s)));
+  return new_inner(m, std::move(s), view_of_normal);
 }
 
 static bool functionalize_excluded() {
@@ -469,6 +490,82 @@ bool batch_norm_in_eval_mode(const c10::FunctionSchema& schema,
   return args.size() > 5 && args[5].isBool() && !args[5].toBool();
 }
 
+// Convolutions: torch's Meta kernel leaves the output contiguous because a meta tensor
+// does not say which backend would run (see meta_conv in torch/_meta_registrations.py);
+// eager CPU picks channels_last when the input or the weight is channels_last. Ask
+// ATen's own backend choice for a CPU stand-in with the operands' layout (as torch's
+// FakeTensor convolution rule does) and restride the outputs to match eager.
+// Stand-ins alias a dummy pointer: only metadata is read.
+at::Tensor cpu_standin(const at::Tensor& t) {
+  alignas(64) static char dummy[64];
+  return at::from_blob(dummy, t.sizes(), t.strides(),
+                       at::TensorOptions().dtype(t.scalar_type()).device(at::kCPU));
+}
+
+std::vector<int64_t> strides_for(const std::vector<int64_t>& sizes, at::MemoryFormat mf) {
+  if (mf == at::MemoryFormat::ChannelsLast && sizes.size() == 4) {
+    return c10::get_channels_last_strides_2d(sizes);
+  }
+  if (mf == at::MemoryFormat::ChannelsLast3d && sizes.size() == 5) {
+    return c10::get_channels_last_strides_3d(sizes);
+  }
+  auto st = c10::contiguous_strides(sizes);
+  return std::vector<int64_t>(st.begin(), st.end());
+}
+
+std::vector<c10::SymInt> sym_vec(const c10::IValue& v) {
+  std::vector<c10::SymInt> out;
+  for (int64_t x : int_vec(v)) out.emplace_back(x);
+  return out;
+}
+
+void apply_conv_layout(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+                       MetaResult& res) {
+  const auto& name = schema.name();
+  bool fwd = name == "aten::convolution" || name == "aten::_convolution";
+  bool bwd = name == "aten::convolution_backward";
+  if (!fwd && !bwd) return;
+  const int base = bwd ? 1 : 0;  // index of `input`
+  if (!args[base].isTensor() || !args[base + 1].isTensor()) return;
+  const at::Tensor& input = args[base].toTensor();
+  const at::Tensor& weight = args[base + 1].toTensor();
+  if (!input.defined() || !weight.defined() || (weight.dim() != 4 && weight.dim() != 5)) return;
+  at::MemoryFormat mf;
+  try {
+    std::optional<at::Tensor> bias;
+    at::OptionalSymIntArrayRef bias_sizes;
+    std::vector<c10::SymInt> bias_sizes_v;
+    if (fwd && args[2].isTensor() && args[2].toTensor().defined()) {
+      bias = cpu_standin(args[2].toTensor());
+    }
+    if (bwd && !args[3].isNone()) {
+      bias_sizes_v = sym_vec(args[3]);
+      bias_sizes = c10::SymIntArrayRef(bias_sizes_v);
+    }
+    int p = bwd ? 4 : 3;  // stride, padding, dilation, transposed, output_padding, groups
+    auto stride = sym_vec(args[p]), padding = sym_vec(args[p + 1]), dilation = sym_vec(args[p + 2]);
+    auto output_padding = sym_vec(args[p + 4]);
+    at::Tensor in = cpu_standin(input), w = cpu_standin(weight);
+    auto backend = at::native::select_conv_backend(
+        in, w, bias, stride, padding, dilation, args[p + 3].toBool(), output_padding,
+        c10::SymInt(args[p + 5].toInt()), bias_sizes);
+    mf = at::native::_determine_backend_memory_format(in, w, backend);
+  } catch (const std::exception&) {
+    return;  // eager raises its own error at execution
+  }
+  // Outputs to restride: the result (forward); grad_input and grad_weight (backward).
+  size_t oi = 0;
+  for (size_t r = 0; r < res.ret_shape.size() && r < 2; ++r) {
+    if (res.ret_shape[r] != -1) continue;
+    auto& m = res.outputs[oi++];
+    if (m.sizes.size() == 4 || m.sizes.size() == 5) {
+      m.strides = strides_for(m.sizes, mf);
+      m.offset = 0;
+    }
+    if (fwd) break;
+  }
+}
+
 // Runs the Meta kernel (cached). Throws whatever the Meta kernel throws.
 std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
                                              const std::vector<c10::IValue>& args,
@@ -598,6 +695,7 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
       TORCH_CHECK_NOT_IMPLEMENTED(false, "ember: ", schema.name(), " returns a non-tensor value");
     }
   }
+  apply_conv_layout(schema, args, *res);
   if (cacheable) {
     std::lock_guard<std::mutex> g(g_meta_mu);
     g_meta_cache.emplace(std::move(key), res);
@@ -748,6 +846,18 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
   for (auto& v : cpu) stack->push_back(std::move(v));
 }
 
+// Whether the base of a view op (its first tensor argument) is a normal tensor.
+bool view_base_is_normal(const std::vector<c10::IValue>& args) {
+  for (const auto& a : args) {
+    if (a.isTensor()) return a.toTensor().defined() && !a.toTensor().is_inference();
+    if (a.isTensorList()) {
+      auto l = a.toTensorList();
+      return l.size() > 0 && !l.get(0).is_inference();
+    }
+  }
+  return false;
+}
+
 // A view op (detach, t, view, slice, ...) whose operands all hold device data runs
 // right away on the buffers: the result aliases them (zero copy), so reading e.g.
 // `p.detach().cpu()` needs no graph and no sync.
@@ -799,7 +909,7 @@ bool try_eager_view(const c10::OperatorHandle& op, const std::vector<c10::IValue
       b.copy_(r);
       r = b;
     }
-    at::Tensor t = make_lazy_data(r);
+    at::Tensor t = make_lazy_data(r, view_base_is_normal(args));
     lazy_impl(t)->state()->is_view = true;
     return maybe_wrap(t);
   };
@@ -883,6 +993,7 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
 
   auto node = std::make_shared<Node>();
   node->kind = NodeKind::kOp;
+  node->seq = g_next_seq.fetch_add(1);
   node->op = op;
   node->written = written;
   node->outputs = meta->outputs;
@@ -987,9 +1098,10 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
     };
     convert_tensors(args[w], rebind);
   }
+  const bool normal_base = view_base_is_normal(args);
   auto new_output = [&]() -> at::Tensor {
     const TensorMeta& m = meta->outputs[oi];
-    at::Tensor t = make_lazy(m, Value{node, static_cast<int>(oi)});
+    at::Tensor t = make_lazy(m, Value{node, static_cast<int>(oi)}, meta->is_view[oi] && normal_base);
     if (meta->is_view[oi]) lazy_impl(t)->state()->is_view = true;
     ++oi;
     return maybe_wrap(t);
@@ -1321,6 +1433,7 @@ at::Tensor& copy_functionalize(at::Tensor& self, const at::Tensor& src, bool non
     at::_ops::copy_::call(self, src_, non_blocking);
     return self;
   }
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) at::assert_no_internal_overlap(self);
   at::functionalization::impl::sync(self);
   at::Tensor self_ = at::functionalization::impl::from_functional_tensor(self);
   at::Tensor tmp;
@@ -1409,6 +1522,133 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_functionalize(
 struct SilentWarnings : c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
+
+// torch.inference_mode(): functionalization creates the wrapper of a view after the
+// backend returns, so inside inference mode that wrapper is an inference tensor, and
+// ADInplaceOrView's as_view then fails ("Cannot set version_counter for inference
+// tensor") when the base is a normal tensor such as a parameter (weight.t() in
+// F.linear). Eager makes a view of a normal tensor a normal tensor, in inference mode
+// too. This wraps the Functionalize kernel of every view op: when the base is a normal
+// functional tensor under inference mode, the original kernel runs with the
+// inference-mode flag off (dispatch keys untouched), so the wrapper it creates is a
+// normal tensor; as_view then tags it with CreationMeta::INFERENCE_MODE, as in eager.
+struct InferenceModeViewKernel final : c10::OperatorKernel {
+  explicit InferenceModeViewKernel(c10::SafeKernelFunction k) : orig(std::move(k)) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    auto& state = c10::AutogradState::get_tls_state();
+    bool lift = false;
+    if (state.get_inference_mode()) {
+      const auto& self = (*stack)[stack->size() - op.schema().arguments().size()];
+      lift = self.isTensor() && self.toTensor().defined() &&
+             at::functionalization::impl::isFunctionalTensor(self.toTensor()) &&
+             !self.toTensor().is_inference();
+    }
+    if (!lift) {
+      orig.callBoxed(op, ks, stack);
+      return;
+    }
+    struct Restore {
+      ~Restore() { c10::AutogradState::get_tls_state().set_inference_mode(true); }
+    } restore;
+    state.set_inference_mode(false);
+    orig.callBoxed(op, ks, stack);
+  }
+  c10::SafeKernelFunction orig;
+};
+
+// In-place writes into a tensor in which several elements share one memory location
+// (an expanded view: a stride 0 over a size > 1). Eager's TensorIterator raises for
+// them; functionalization would instead write back through the view's inverse
+// (expand's inverse sums over the broadcast rows) and compute a different value. So
+// every mutating op checks its written ember arguments first: ops that raise in eager
+// raise eager's own error (at::assert_no_internal_overlap); the few that eager allows
+// (fill_, zero_, masked_fill_ and index_put_, the latter two deprecated) raise an
+// ember error asking for a clone, rather than computing something else.
+bool overlap_exempt_in_eager(const std::string& name) {
+  return name == "aten::fill_" || name == "aten::zero_" || name == "aten::masked_fill_" ||
+         name == "aten::index_put_" || name == "aten::_index_put_impl_";
+}
+
+void check_written_overlap(const c10::FunctionSchema& schema, const torch::jit::Stack& stack) {
+  const size_t n = schema.arguments().size();
+  const size_t base = stack.size() - n;
+  auto check = [&](const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kDeviceType) return;
+    if (at::has_internal_overlap(t) != at::MemOverlap::Yes) return;
+    TORCH_CHECK(!overlap_exempt_in_eager(schema.name()), "ember: ", schema.name(),
+                " writes into a tensor in which more than one element refers to the same memory "
+                "location (an expanded view, sizes ", t.sizes(), ", strides ", t.strides(),
+                "); ember cannot represent that write. clone() the tensor first.");
+    at::assert_no_internal_overlap(t);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const auto* ai = schema.arguments()[i].alias_info();
+    if (!ai || !ai->isWrite()) continue;
+    const auto& v = stack[base + i];
+    if (v.isTensor()) {
+      check(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) check(t);
+    }
+  }
+}
+
+struct OverlapCheckKernel final : c10::OperatorKernel {
+  explicit OverlapCheckKernel(c10::SafeKernelFunction k) : orig(std::move(k)) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    check_written_overlap(op.schema(), *stack);
+    orig.callBoxed(op, ks, stack);
+  }
+  c10::SafeKernelFunction orig;
+};
+
+void wrap_mutating_functionalize_kernels(torch::Library& flib) {
+  static const std::unordered_set<std::string> skip = {
+      "aten::copy_",  // our own kernel (copy_functionalize) checks
+      "aten::set_", "aten::resize_", "aten::resize_as_", "aten::_resize_output_",
+  };
+  auto& d = c10::Dispatcher::singleton();
+  for (const auto& name : d.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0 || skip.count(name.name)) continue;
+    auto h = d.findOp(name);
+    if (!h || !h->hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) continue;
+    if (h->hasTag(at::Tag::inplace_view)) continue;  // metadata-only (t_, squeeze_, ...)
+    bool writes = false;
+    for (const auto& a : h->schema().arguments()) {
+      writes = writes || (a.alias_info() && a.alias_info()->isWrite());
+    }
+    if (!writes) continue;
+    std::string qual = name.name.substr(6);
+    if (!name.overload_name.empty()) qual += "." + name.overload_name;
+    flib.impl(qual.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                std::make_unique<OverlapCheckKernel>(
+                                    h->getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize))));
+  }
+}
+
+void wrap_view_functionalize_kernels(torch::Library& flib) {
+  auto& d = c10::Dispatcher::singleton();
+  for (const auto& name : d.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto h = d.findOp(name);
+    if (!h || !h->hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) continue;
+    const auto& s = h->schema();
+    if (s.arguments().empty() || s.arguments()[0].type()->kind() != c10::TypeKind::TensorType) continue;
+    bool view = false, writes = false;
+    for (const auto& a : s.arguments()) {
+      if (a.alias_info() && a.alias_info()->isWrite()) writes = true;
+    }
+    for (const auto& r : s.returns()) {
+      if (r.alias_info()) view = view || !r.alias_info()->isWrite();
+    }
+    if (!view || writes) continue;
+    std::string qual = name.name.substr(6);
+    if (!name.overload_name.empty()) qual += "." + name.overload_name;
+    flib.impl(qual.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                std::make_unique<InferenceModeViewKernel>(
+                                    h->getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize))));
+  }
+}
 }  // namespace
 
 // Functional ops with a CompositeExplicitAutograd(NonFunctional) kernel would run that
@@ -1432,6 +1672,8 @@ void register_kernels() {
       flib->impl("copy_", TORCH_FN(copy_functionalize));
       flib->impl("native_batch_norm", TORCH_FN(native_batch_norm_functionalize));
       flib->impl("_to_copy", TORCH_FN(to_copy_functionalize));
+      wrap_view_functionalize_kernels(*flib);
+      wrap_mutating_functionalize_kernels(*flib);
     }
     auto& d = c10::Dispatcher::singleton();
     for (const auto& name : d.getAllOpNames()) {
