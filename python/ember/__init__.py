@@ -63,8 +63,10 @@ from ._device_module import (  # noqa: E402
 )
 from . import _hooks  # noqa: E402,F401  (optimizer-step sync)
 from . import serialization as _serialization  # noqa: E402
+from . import _storage  # noqa: E402
 
 _serialization.install()
+_storage.install()
 
 
 def device(index: int = 0) -> _torch.device:
