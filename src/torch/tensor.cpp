@@ -482,7 +482,9 @@ bool is_factory(const std::vector<c10::IValue>& args) {
 bool batch_norm_in_eval_mode(const c10::FunctionSchema& schema,
                              const std::vector<c10::IValue>& args) {
   const auto& n = schema.name();
-  if (n == "aten::_native_batch_norm_legit_no_training") return true;
+  if (n == "aten::_native_batch_norm_legit_no_training" || n == "aten::_batch_norm_no_update") {
+    return true;
+  }
   if (n != "aten::native_batch_norm" && n != "aten::_native_batch_norm_legit_functional" &&
       !(n == "aten::_native_batch_norm_legit" && schema.overload_name().empty())) {
     return false;
@@ -566,6 +568,67 @@ void apply_conv_layout(const c10::FunctionSchema& schema, const std::vector<c10:
   }
 }
 
+// Batch/layer norm on float16/bfloat16 input: the Meta kernels return the statistics
+// (save_mean, rstd, updated running stats) in float32, as CUDA does; the CPU kernel
+// returns them in the input's dtype unless a parameter (weight, bias, running stats) is
+// of another dtype ("mixed type", then float32). The dtype the CPU kernel gives to the
+// float32 statistics, or nullopt when Meta already agrees.
+std::optional<at::ScalarType> norm_stats_dtype(const c10::FunctionSchema& schema,
+                                               const std::vector<c10::IValue>& args) {
+  static const std::unordered_set<std::string> ops = {
+      "aten::native_batch_norm", "aten::_native_batch_norm_legit",
+      "aten::_native_batch_norm_legit_functional", "aten::_native_batch_norm_legit_no_training",
+      "aten::_batch_norm_with_update", "aten::_batch_norm_with_update_functional",
+      "aten::_batch_norm_no_update", "aten::native_layer_norm",
+  };
+  if (!ops.count(schema.name()) || args.empty() || !args[0].isTensor()) return std::nullopt;
+  const auto in = args[0].toTensor().scalar_type();
+  if (in != at::kHalf && in != at::kBFloat16) return std::nullopt;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i].isTensor() && args[i].toTensor().defined() &&
+        args[i].toTensor().scalar_type() != in) {
+      return std::nullopt;  // mixed type: float32 statistics, as Meta says
+    }
+  }
+  return in;
+}
+
+// _embedding_bag / _embedding_bag_forward_only: the CPU kernel (EmbeddingBag.cpp) leaves
+// offset2bag (return 1) empty on its "fast path" (mode sum, float/half/bfloat16 weight
+// with unit inner stride, unit-stride per_sample_weights, no padding_idx), sizes bag_size
+// (return 2) by the number of bags (one less than offsets with include_last_offset, except
+// in _embedding_bag_forward_only's mode sum), and
+// gives max_indices (return 3) bag_size's shape unless mode is max; the Meta kernel sizes
+// offset2bag [num_indices], bag_size [len(offsets)] and max_indices [0]. The CPU length
+// of return `r`, or nullopt where Meta agrees.
+std::optional<int64_t> embedding_bag_cpu_numel(const c10::FunctionSchema& schema,
+                                               const std::vector<c10::IValue>& args, size_t r) {
+  const auto& n = schema.name();
+  if ((n != "aten::_embedding_bag" && n != "aten::_embedding_bag_forward_only") ||
+      args.size() < 9 || r < 1 || r > 3 || !args[0].isTensor() || !args[4].isInt()) {
+    return std::nullopt;
+  }
+  const int64_t mode = args[4].toInt();
+  if (r == 2 || r == 3) {
+    if ((r == 3 && mode == 2) || !args[2].isTensor() || args[2].toTensor().dim() != 1) {
+      return std::nullopt;
+    }
+    // _embedding_bag_forward_only in mode sum keeps one entry per offset.
+    const bool last = args[7].isBool() && args[7].toBool() &&
+                      !(mode == 0 && n == "aten::_embedding_bag_forward_only");
+    return std::max<int64_t>(args[2].toTensor().size(0) - (last ? 1 : 0), 0);
+  }
+  const auto& w = args[0].toTensor();
+  const auto t = w.scalar_type();
+  bool fast = mode == 0 && (t == at::kFloat || t == at::kHalf || t == at::kBFloat16) &&
+              w.dim() == 2 && w.stride(1) == 1 && args[8].isInt() && args[8].toInt() < 0;
+  if (fast && args[6].isTensor() && args[6].toTensor().defined()) {
+    fast = args[6].toTensor().stride(0) == 1;
+  }
+  if (!fast) return std::nullopt;
+  return 0;
+}
+
 // Runs the Meta kernel (cached). Throws whatever the Meta kernel throws.
 std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
                                              const std::vector<c10::IValue>& args,
@@ -647,6 +710,7 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
     }
   }
   const bool bn_eval = batch_norm_in_eval_mode(schema, args);
+  const auto stats_dtype = norm_stats_dtype(schema, args);
   for (size_t r = 0; r < rets.size(); ++r) {
     const auto* ai = rets[r].alias_info();
     auto& v = stack[r];
@@ -657,6 +721,13 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
     }
     if (bn_eval && (r == 1 || r == 2) && v.isTensor()) {
       v = at::empty({0}, v.toTensor().options());  // save_mean/save_invstd, as on CPU
+    }
+    if (auto n = embedding_bag_cpu_numel(schema, args, r)) {
+      v = at::empty({*n}, v.toTensor().options());
+    }
+    if (stats_dtype && r >= 1 && v.isTensor() && v.toTensor().scalar_type() == at::kFloat) {
+      const auto& t = v.toTensor();
+      v = at::empty_strided(t.sizes(), t.strides(), t.options().dtype(*stats_dtype));
     }
     if (ai && ai->isWrite()) {
       // Find the written argument with the same alias set.

@@ -52,3 +52,53 @@ def test_batch_norm_eval_mode_save_stats_follow_cpu():
     got = f(*(t.to(DEV) for t in (x, w, b, rm, rv)), 0.1, 1e-5)
     assert [tuple(t.shape) for t in got] == [(3, 2, 4), (0,), (0,)]
     close(got[0], f(x, w, b, rm, rv, 0.1, 1e-5)[0])
+
+
+# Kind: a dtype mishandled (Meta vs CPU). Batch/layer norm on float16/bfloat16: Meta gives
+# the statistics in float32 (CUDA's rule), the CPU kernel in the input dtype unless a
+# parameter is float32; the executable's `.out` call then failed ("expected scalar type
+# Half but found Float").
+
+def test_norm_statistics_dtype_follows_cpu_for_reduced_precision():
+    A = torch.ops.aten
+    for dt in (torch.float16, torch.bfloat16):
+        for pdt in (dt, torch.float32):  # same-dtype parameters, then mixed
+            x = torch.randn(3, 2, 4, dtype=dt)
+            w, b, rm = torch.randn(2, dtype=pdt), torch.randn(2, dtype=pdt), torch.randn(2, dtype=pdt)
+            rv = torch.rand(2, dtype=pdt) + 0.5
+            lw, lb = torch.randn(4, dtype=pdt), torch.randn(4, dtype=pdt)
+            calls = [
+                lambda d: A.native_batch_norm(*(t.to(d) for t in (x, w, b, rm, rv)), True, 0.1, 1e-5),
+                lambda d: A.native_layer_norm(x.to(d), [4], lw.to(d), lb.to(d), 1e-5),
+                lambda d: A._native_batch_norm_legit_functional(
+                    *(t.to(d) for t in (x, w, b, rm, rv)), True, 0.1, 1e-5),
+            ]
+            for f in calls:
+                expected, got = f("cpu"), f(DEV)
+                assert [t.dtype for t in got] == [t.dtype for t in expected]
+                for g, e in zip(got, expected):
+                    close(g, e, atol=1e-2, rtol=1e-2)
+
+
+def test_embedding_bag_auxiliary_outputs_follow_cpu():
+    """Same kind: _embedding_bag's offset2bag/bag_size/max_indices have CPU shapes that
+    the Meta kernel does not give (the `.out` call failed: "size of tensor a (5) must
+    match the size of tensor b (0)")."""
+    w = torch.randn(5, 5)
+    i = torch.tensor([0, 4, 2, 2, 1, 3])
+    psw = torch.randn(6)
+    for last, offsets in ((False, torch.tensor([0, 2])), (True, torch.tensor([0, 2, 6]))):
+        for mode in ("sum", "mean", "max"):
+            kw = dict(mode=mode, include_last_offset=last,
+                      per_sample_weights=psw if mode == "sum" else None)
+            expected = torch.nn.functional.embedding_bag(i, w, offsets, **kw)
+            got = torch.nn.functional.embedding_bag(
+                i.to(DEV), w.to(DEV), offsets.to(DEV),
+                **{k: (v.to(DEV) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()})
+            close(got, expected)
+            for f in (torch.ops.aten._embedding_bag, torch.ops.aten._embedding_bag_forward_only):
+                m = {"sum": 0, "mean": 1, "max": 2}[mode]
+                e = f(w, i, offsets, False, m, False, None, last)
+                g = f(w.to(DEV), i.to(DEV), offsets.to(DEV), False, m, False, None, last)
+                assert [t.shape for t in g] == [t.shape for t in e], (f, mode, last)
+                close(g[0], e[0])
