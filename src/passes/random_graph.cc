@@ -674,4 +674,69 @@ bool WithinUlps(const Literal& a, const Literal& b, int64_t max_ulps, std::strin
   return true;
 }
 
+StatusOr<Graph> PerturbNodes(const Graph& g, const std::function<bool(const Node&)>& which,
+                             double ulps, const std::function<double()>& next_sign) {
+  GraphBuilder b(g.name());
+  std::vector<NodeId> map(g.num_nodes(), kInvalidNode);
+  for (const Node& n : g.nodes()) {
+    std::vector<NodeId> ops;
+    for (NodeId o : n.operands) ops.push_back(map[o]);
+    NodeId id = b.AddNodeLike(n, std::move(ops));
+    if (!n.shape.is_tuple() && IsFloat(n.shape.dtype()) && which(n)) {
+      const DType t = n.shape.dtype();
+      const int p = t == DType::kF64 ? 53 : t == DType::kF32 ? 24 : t == DType::kBF16 ? 8 : 11;
+      const double sign = next_sign() >= 0 ? 1.0 : -1.0;
+      const NodeId k = b.ConstantScalar(t, 1.0 + sign * ulps * std::ldexp(1.0, -p));
+      id = b.Multiply(id, n.shape.rank() == 0 ? k : b.BroadcastInDim(k, n.shape.dims(), {}));
+    }
+    map[n.id] = id;
+  }
+  std::vector<NodeId> outs;
+  for (NodeId o : g.outputs()) outs.push_back(map[o]);
+  b.SetOutputs(outs);
+  for (auto [o, p] : g.aliases()) b.SetAlias(o, p);
+  return b.Build();
+}
+
+bool WithinPerturbation(const Literal& got, const Literal& want,
+                        const std::vector<const Literal*>& perturbed, int64_t base_ulps,
+                        std::string* why) {
+  if (got.shape() != want.shape() || got.shape().is_tuple()) return BitIdentical(got, want, why);
+  for (const Literal* p : perturbed)
+    if (p->shape() != want.shape()) return BitIdentical(got, want, why);
+  const bool fl = IsFloat(want.dtype()) && DTypeSize(want.dtype()) <= 8;
+  const int size = DTypeSize(want.dtype());
+  auto same = [&](const Literal& a, const Literal& c, int64_t i) {
+    if (fl && std::isnan(a.GetDouble(i)) && std::isnan(c.GetDouble(i))) return true;
+    return std::memcmp(static_cast<const uint8_t*>(a.data()) + i * size,
+                       static_cast<const uint8_t*>(c.data()) + i * size, size) == 0;
+  };
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    if (same(got, want, i)) continue;
+    bool ok = false;
+    int64_t allowed = base_ulps, d = INT64_MAX;
+    if (fl) {
+      int64_t spread = 0;
+      for (const Literal* p : perturbed) spread = std::max(spread, UlpDistance(want, *p, i));
+      allowed = spread >= (INT64_MAX - base_ulps) / 2 ? INT64_MAX : base_ulps + 2 * spread;
+      d = UlpDistance(got, want, i);
+      ok = d <= allowed;
+    }
+    for (const Literal* p : perturbed) ok = ok || same(got, *p, i);
+    if (ok) continue;
+    if (why) {
+      std::ostringstream os;
+      os << "element " << i << " of " << want.shape().ToString() << ": " << FormatElement(got, i)
+         << " vs " << FormatElement(want, i);
+      if (fl) {
+        os << " (" << (d == INT64_MAX ? std::string("non-finite mismatch") : std::to_string(d) + " ulps")
+           << ", allowed " << allowed << ": " << base_ulps << " + 2 x the perturbed references' spread)";
+      }
+      *why = os.str();
+    }
+    return false;
+  }
+  return true;
+}
+
 }  // namespace ember::fuzz

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -65,5 +66,24 @@ int64_t UlpDistance(const Literal& a, const Literal& b, int64_t i);
 // ulps of their dtype (UlpDistance); other dtypes must be identical.
 bool WithinUlps(const Literal& a, const Literal& b, int64_t max_ulps,
                 std::string* why = nullptr);
+
+// Sensitivity of a graph's outputs to per-op errors (for comparing code whose
+// ops `which` selects — e.g. vector-math transcendentals — are accurate to a
+// few ulps instead of bit-exact): a copy of `g` in which the value of every
+// float node n with which(n) is multiplied by (1 + s_n * ulps * 2^-p), p the
+// dtype's mantissa bits (24 for f32, 53 for f64, 8 for bf16, 11 for f16) and
+// s_n = next_sign() (+1 or -1; called once per such node, in node order).
+StatusOr<Graph> PerturbNodes(const Graph& g, const std::function<bool(const Node&)>& which,
+                             double ulps, const std::function<double()>& next_sign);
+
+// `got` against `want` computed by the reference with exact ops, given
+// `perturbed`: the reference's outputs for PerturbNodes copies. A float
+// element passes when it is within base_ulps + 2 * (the largest distance in
+// ulps between want and a perturbed value) of want; any other element must
+// equal want or one of the perturbed values (e.g. a comparison that a few
+// ulps can flip). NaN equals NaN.
+bool WithinPerturbation(const Literal& got, const Literal& want,
+                        const std::vector<const Literal*>& perturbed, int64_t base_ulps,
+                        std::string* why = nullptr);
 
 }  // namespace ember::fuzz

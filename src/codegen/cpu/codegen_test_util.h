@@ -135,6 +135,31 @@ inline std::shared_ptr<CompiledKernel> ExpectMatchesInterpreter(
   return *k;
 }
 
+// The reference's outputs for `g` on `args` with the value of every float
+// vector-math node perturbed by kVectorMathMaxUlps ulps (fuzz::PerturbNodes):
+// all up, all down, and two random sign patterns from `seed`. With
+// fuzz::WithinPerturbation they bound how far vector math may move an output
+// of a graph that chains ops (exp(exp(x)) amplifies the inner error 47x at
+// x = 3.85; exp(a) - exp(b) cancels). Empty if a perturbed graph fails.
+inline std::vector<std::vector<Literal>> VectorMathPerturbedReferences(
+    const Graph& g, const std::vector<Literal>& args, uint64_t seed) {
+  std::vector<std::vector<Literal>> refs;
+  auto vm = [](const Node& n) { return IsVectorMathOp(n.op); };
+  for (int pattern = 0; pattern < 4; ++pattern) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(pattern));
+    std::function<double()> sign = [&rng, pattern]() -> double {
+      if (pattern < 2) return pattern == 0 ? 1.0 : -1.0;
+      return (rng() & 1) ? 1.0 : -1.0;
+    };
+    auto pg = fuzz::PerturbNodes(g, vm, kVectorMathMaxUlps, sign);
+    if (!pg.ok()) return {};
+    auto out = Evaluate(*pg, args);
+    if (!out.ok()) return {};
+    refs.push_back(std::move(*out));
+  }
+  return refs;
+}
+
 // Random values of dtype t: a mix of small integers, fractions, and the
 // given specials.
 inline Literal RandomLiteral(const Shape& s, std::mt19937_64& rng,
