@@ -306,6 +306,9 @@ def parse_args(argv=None):
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model with Inductor (eager CPU only, for comparison)")
     p.add_argument("--steps", type=int, default=600, help="optimizer steps (total, across resumes)")
+    p.add_argument("--stop-at", type=int, default=None,
+                   help="end this run after this step (the LR schedule still spans --steps); "
+                        "continue later with --resume")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--n-layer", type=int, default=d.n_layer)
@@ -353,6 +356,9 @@ def graphs_compiled(device: str, compiled: bool) -> int:
 
 
 def train(args) -> dict:
+    """Trains as `args` (from parse_args) say; returns the --json dict (plus "val_steps").
+    Raises DataError for a bad --data file or checkpoint."""
+    data = CharData(args.data, args.block_size)
     if args.device == "ember":
         import ember
         device = ember.device()
@@ -360,7 +366,6 @@ def train(args) -> dict:
     else:
         device = torch.device("cpu")
 
-    data = CharData(args.data, args.block_size)
     cfg = GPTConfig(vocab_size=data.vocab_size, block_size=args.block_size, n_layer=args.n_layer,
                     n_head=args.n_head, n_embd=args.n_embd, dropout=args.dropout,
                     batch_size=args.batch_size)
@@ -415,7 +420,8 @@ def train(args) -> dict:
           f"{cfg.n_layer} layers x {cfg.n_head} heads x {cfg.n_embd}, context {cfg.block_size}, "
           f"batch {cfg.batch_size}; device {args.device}{' + torch.compile' if args.compile else ''}")
     model.train()
-    for step in range(start, args.steps):
+    end = args.steps if args.stop_at is None else min(args.steps, args.stop_at)
+    for step in range(start, end):
         t0 = time.perf_counter()
         lr = lr_at(step, lr=args.lr, warmup=warmup, total=args.steps, min_lr=args.min_lr)
         for g in opt.param_groups:
@@ -436,7 +442,7 @@ def train(args) -> dict:
         if args.log_interval and (done % args.log_interval == 0 or done == 1):
             print(f"step {done:5d}  loss {loss_value:.4f}  lr {lr:.2e}  "
                   f"{history['step_seconds'][-1] * 1e3:7.1f} ms", flush=True)
-        if (args.eval_interval and done % args.eval_interval == 0) or done == args.steps:
+        if (args.eval_interval and done % args.eval_interval == 0) or done == end:
             val = estimate_val_loss(model, val_batches, device)
             history["val_loss"].append(val)
             history["val_steps"].append(done)

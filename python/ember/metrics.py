@@ -4,12 +4,13 @@ from . import _C
 _KEYS = (
     "syncs", "graphs_compiled", "memory_cache_hits", "disk_cache_hits", "compile_seconds",
     "execute_seconds", "transfers_to_device", "transfers_to_host", "ops_traced", "value_reads",
-    "fallbacks", "externs",
+    "fallbacks", "externs", "value_read_sites",
 )
 
 
 def counters() -> dict:
-    """A dict with at least the keys in ``_KEYS`` (fallbacks/externs: op name -> count)."""
+    """A dict with at least the keys in ``_KEYS`` (fallbacks/externs: op name -> count;
+    value_read_sites: the user's "file:line" of each value read -> count)."""
     return _C.counters()
 
 
@@ -27,7 +28,7 @@ def report() -> str:
             lines.append(f"  {k:<22} {v:.6f}")
         else:
             lines.append(f"  {k:<22} {v}")
-    for k in ("fallbacks", "externs"):
+    for k in ("fallbacks", "externs", "value_read_sites"):
         d = c[k]
         lines.append(f"  {k}: {sum(d.values())} total" + ("" if d else " (none)"))
         for name, n in sorted(d.items(), key=lambda kv: -kv[1]):

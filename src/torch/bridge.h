@@ -50,6 +50,9 @@ struct Metrics {
   int64_t early_syncs = 0;
   std::map<std::string, int64_t> fallbacks;
   std::map<std::string, int64_t> externs;
+  // Where values were read (.item(), bool(t), ...): user's "file:line" (when
+  // config().record_source) -> count; "<unknown>" without a Python frame.
+  std::map<std::string, int64_t> value_read_sites;
   void clear();
 };
 Metrics& metrics();

@@ -28,6 +28,7 @@ void Metrics::clear() {
   nodes_executed = extern_copies = meta_cache_hits = meta_cache_misses = early_syncs = 0;
   fallbacks.clear();
   externs.clear();
+  value_read_sites.clear();
 }
 
 // ---------------------------------------------------------------- memory

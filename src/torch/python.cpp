@@ -136,6 +136,7 @@ PYBIND11_MODULE(_C, m) {
     d["value_reads"] = mt.value_reads;
     d["fallbacks"] = mt.fallbacks;
     d["externs"] = mt.externs;
+    d["value_read_sites"] = mt.value_read_sites;
     d["nodes_executed"] = mt.nodes_executed;
     d["extern_copies"] = mt.extern_copies;
     d["meta_cache_hits"] = mt.meta_cache_hits;

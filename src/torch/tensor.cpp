@@ -1390,9 +1390,11 @@ void copy_from_and_resize_kernel(const c10::OperatorHandle& op, c10::DispatchKey
 void local_scalar_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   auto args = pop_args(op, stack);
   at::Tensor self = unwrap(args[0].toTensor());
+  std::string site = current_source();
   {
     std::lock_guard<std::mutex> g(metrics().mu);
     metrics().value_reads++;
+    metrics().value_read_sites[site.empty() ? "<unknown>" : site]++;
   }
   at::Tensor d = materialize(self);
   stack->emplace_back(at::_local_scalar_dense(d));

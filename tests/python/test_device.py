@@ -95,6 +95,12 @@ def test_value_reads():
     np.testing.assert_allclose(d.cpu().numpy(), (a * 2).numpy())
     assert ember.metrics.counters()["value_reads"] >= 1
     assert bool((d > 0).any())
+    # Each value read is listed at the user's line (.item() and bool() above).
+    c = ember.metrics.counters()
+    assert sum(c["value_read_sites"].values()) == c["value_reads"]
+    lines = {int(s.rsplit(":", 1)[1]) for s in c["value_read_sites"] if s.startswith(__file__)}
+    first = test_value_reads.__code__.co_firstlineno
+    assert {first + 3, first + 7} <= lines, c["value_read_sites"]
     s = str(d)
     assert "ember" in s and "3." in s and "-4." in s
 
