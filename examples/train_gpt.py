@@ -355,6 +355,18 @@ def graphs_compiled(device: str, compiled: bool) -> int:
     return 0
 
 
+def write_json(path, history, args) -> dict:
+    """The --json result: history plus graphs_compiled and peak_rss_mb (written when
+    `path` is set)."""
+    result = dict(history)
+    result["graphs_compiled"] = graphs_compiled(args.device, args.compile)
+    result["peak_rss_mb"] = peak_rss_mb()
+    if path:
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
 def train(args) -> dict:
     """Trains as `args` (from parse_args) say; returns the --json dict (plus "val_steps").
     Raises DataError for a bad --data file or checkpoint."""
@@ -449,6 +461,8 @@ def train(args) -> dict:
             print(f"step {done:5d}  val loss {val:.4f}", flush=True)
             if args.checkpoint:
                 save(done)
+            if args.json:  # partial results of a long run, completed at the end
+                write_json(args.json, history, args)
 
     if args.sample_chars > 0:
         text = sample(model, data, device, prompt=args.prompt, n_chars=args.sample_chars,
@@ -458,9 +472,7 @@ def train(args) -> dict:
         print(text)
         print("----------------")
 
-    result = dict(history)
-    result["graphs_compiled"] = graphs_compiled(args.device, args.compile)
-    result["peak_rss_mb"] = peak_rss_mb()
+    result = write_json(args.json, history, args)
     secs = sorted(history["step_seconds"][1:] or history["step_seconds"])
     if secs:
         print(f"median step {secs[len(secs) // 2] * 1e3:.1f} ms, first step "
@@ -473,9 +485,6 @@ def train(args) -> dict:
         print(f"ember: {c['syncs']} syncs, {c['graphs_compiled']} graphs compiled, "
               f"{c['memory_cache_hits']} cache hits, {fb} fallbacks"
               + (f" ({', '.join(sorted(c['fallbacks']))})" if fb else ""))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
     return result
 
 
