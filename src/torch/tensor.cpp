@@ -1699,6 +1699,98 @@ void wrap_mutating_functionalize_kernels(torch::Library& flib) {
   }
 }
 
+// Functionalization runs every in-place op on meta tensors before converting it to its
+// functional form (a shape check the generated Functionalize kernels do for in-place
+// ops). Many in-place Meta kernels are Python reference implementations (torch's
+// _meta_registrations: add_, mul_, addcmul_, lerp_, ... and the per-tensor loops of
+// the _foreach_*_ ops), ~0.1-0.5 ms per call: most of the tracing time of an optimizer
+// step. Their outcome depends only on metadata, so the Meta kernel of each in-place op
+// is wrapped with a cache of signatures that passed (keyed like the Meta-shape cache:
+// tensor dtype/sizes/strides/offset, floats by type); a repeat returns `self` at once.
+// Signatures that raise are not cached, so errors are raised every time.
+struct InplaceMetaCacheKernel final : c10::OperatorKernel {
+  InplaceMetaCacheKernel(c10::SafeKernelFunction k, bool returns_self)
+      : orig(std::move(k)), returns_self(returns_self) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const size_t n = op.schema().arguments().size();
+    std::vector<int64_t> key;
+    key.reserve(32);
+    bool cacheable = true;
+    key.push_back(reinterpret_cast<int64_t>(&op.schema()));
+    for (size_t i = stack->size() - n; i < stack->size() && cacheable; ++i) {
+      const auto& a = (*stack)[i];
+      // `float` arguments by value (meta checks such as uniform_'s from <= to read
+      // them), Scalars by type (learning rates vary every step).
+      const bool exact = op.schema().arguments()[i - (stack->size() - n)].type()->kind() ==
+                         c10::TypeKind::FloatType;
+      if (a.isTensor()) {
+        key_tensor(a.toTensor(), key);
+      } else if (a.isTensorList()) {
+        key.push_back(30);
+        for (const at::Tensor& t : a.toTensorList()) key_tensor(t, key);
+      } else {
+        cacheable = key_plain(a, exact, key);
+      }
+    }
+    if (cacheable) {
+      std::lock_guard<std::mutex> g(mu);
+      if (seen.count(key)) {
+        c10::IValue self = (*stack)[stack->size() - n];
+        stack->erase(stack->end() - n, stack->end());
+        if (returns_self) stack->push_back(std::move(self));
+        return;
+      }
+    }
+    orig.callBoxed(op, ks, stack);
+    if (cacheable) {
+      std::lock_guard<std::mutex> g(mu);
+      seen.insert(std::move(key));
+    }
+  }
+  c10::SafeKernelFunction orig;
+  bool returns_self;
+  std::mutex mu;
+  std::unordered_set<std::vector<int64_t>, KeyHash> seen;
+};
+
+void cache_inplace_meta_kernels(torch::Library& meta_lib) {
+  static const std::unordered_set<std::string> skip = {
+      "aten::resize_", "aten::resize_as_", "aten::set_", "aten::_resize_output_",
+      "aten::_coalesced_", "aten::copy_",
+  };
+  auto& d = c10::Dispatcher::singleton();
+  for (const auto& name : d.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0 || name.name.back() != '_' || skip.count(name.name)) continue;
+    auto h = d.findOp(name);
+    if (!h || !h->hasKernelForDispatchKey(c10::DispatchKey::Meta)) continue;
+    if (h->hasTag(at::Tag::inplace_view) || h->hasTag(at::Tag::nondeterministic_seeded)) continue;
+    const auto& s = h->schema();
+    if (s.arguments().empty() || !s.arguments()[0].alias_info() ||
+        !s.arguments()[0].alias_info()->isWrite()) {
+      continue;
+    }
+    bool other_writes = false;
+    for (size_t i = 1; i < s.arguments().size(); ++i) {
+      other_writes = other_writes || (s.arguments()[i].alias_info() && s.arguments()[i].alias_info()->isWrite());
+    }
+    if (other_writes) continue;
+    bool returns_self = false;
+    if (s.returns().size() == 1) {
+      const auto* ra = s.returns()[0].alias_info();
+      if (!ra || !ra->isWrite() || ra->beforeSets() != s.arguments()[0].alias_info()->beforeSets()) continue;
+      returns_self = true;
+    } else if (!s.returns().empty()) {
+      continue;
+    }
+    std::string qual = name.name.substr(6);
+    if (!name.overload_name.empty()) qual += "." + name.overload_name;
+    meta_lib.impl(qual.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                    std::make_unique<InplaceMetaCacheKernel>(
+                                        h->getComputedKernelForDispatchKey(c10::DispatchKey::Meta),
+                                        returns_self)));
+  }
+}
+
 void wrap_view_functionalize_kernels(torch::Library& flib) {
   auto& d = c10::Dispatcher::singleton();
   for (const auto& name : d.getAllOpNames()) {
@@ -1747,6 +1839,9 @@ void register_kernels() {
       flib->impl("_to_copy", TORCH_FN(to_copy_functionalize));
       wrap_view_functionalize_kernels(*flib);
       wrap_mutating_functionalize_kernels(*flib);
+      static torch::Library* meta_lib = new torch::Library(
+          torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__);
+      cache_inplace_meta_kernels(*meta_lib);
     }
     auto& d = c10::Dispatcher::singleton();
     for (const auto& name : d.getAllOpNames()) {
