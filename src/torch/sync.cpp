@@ -244,7 +244,8 @@ struct Executable {
 };
 
 // `.out` kernels that resize their output internally (e.g. mse_loss.out computes into
-// `out` at another shape first) warn about the resize; such overloads are dropped.
+// `out` at another shape first) warn about the resize; such overloads are dropped, and
+// the step that saw the warning reruns through the functional op.
 std::mutex g_bad_out_mu;
 std::unordered_set<const c10::FunctionSchema*> g_bad_out;
 
@@ -777,6 +778,7 @@ void sync(const std::string& reason) {
       } restore_rng{saved_rng};
       bool use_out = st.out_op.has_value() && out_overload_ok(*st.out_op);
       if (use_out) {
+        torch::jit::Stack inputs = stack;  // to rerun through the functional op
         std::vector<at::Tensor> outs;
         for (const auto& m : st.out_metas) {
           outs.push_back(alloc_buffer(m.sizes, m.strides, m.dtype, m.offset));
@@ -788,11 +790,18 @@ void sync(const std::string& reason) {
           st.out_op->callBoxed(&stack);
         }
         if (filter.resized) {
+          // The kernel resized our buffer (it computes at another shape first, e.g.
+          // binary_cross_entropy.out): the result is not in the planned buffer. Run the
+          // functional op instead, now and from now on.
           std::lock_guard<std::mutex> l(g_bad_out_mu);
           g_bad_out.insert(&st.out_op->schema());
+          stack = std::move(inputs);
+          use_out = false;
+        } else {
+          results = outs;
         }
-        results = outs;
-      } else {
+      }
+      if (!use_out) {
         st.op.callBoxed(&stack);
         results = written_ts;
         const auto& rets = st.op.schema().returns();
