@@ -4,7 +4,8 @@ One training step (forward, backward, optimizer step, sync) of an MLP, a small
 CNN and the char-level GPT of examples/train_gpt.py (embedding, layer norm,
 causal SDPA, GELU MLP, cross_entropy, dropout, AdamW, grad clipping), each
 under ember.metrics; prints, per model, the op names counted as externs (ops
-that ran as ATen externs instead of being lowered) and fallbacks.
+that ran as ATen externs instead of being lowered), fallbacks, and (once the
+bridge lowers graphs) the calls whose lowering declined or failed.
 
 Run against a build: EMBER_BUILD_DIR=build-torch/src/torch PYTHONPATH=python python scripts/log_backend_ops.py
 """
@@ -40,9 +41,9 @@ def run(name, model, make_loss, fused=False):
     step(model, make_loss, opt)
     c = ember.metrics.counters()
     print(f"## {name}")
-    for kind in ("externs", "fallbacks"):
-        for op, n in sorted(c[kind].items()):
-            print(f"{kind[:-1]} {op} {n}")
+    for kind in ("externs", "fallbacks", "lowering_declined", "lowering_errors"):
+        for op, n in sorted(c.get(kind, {}).items()):
+            print(f"{kind} {op} {n}")
 
 
 def main():

@@ -238,6 +238,45 @@ LowerResult LowerHardSigmoid(GraphBuilder& b, const AtenCall& c) {
   return Done(b, c, b.Divide(r, p.e.Const(6)));
 }
 
+// hardsigmoid_backward(grad, self) = -3 < x < 3 ? dy / 6 : 0
+// hardswish_backward(grad, self) = x <= -3 ? 0 : x < 3 ? dy (x / 3 + 1/2) : dy
+template <bool kSwish>
+LowerResult LowerHardBackward(GraphBuilder& b, const AtenCall& c) {
+  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c, {0, 1}));
+  NodeId g = p.v[0], x = p.v[1];
+  NodeId three = p.e.Const(3), mthree = p.e.Const(-3), zero = p.e.Const(0);
+  if (!kSwish) {
+    NodeId inside = b.Binary(OpKind::kAnd, Cmp(b, x, mthree, ComparisonKind::kGt),
+                             Cmp(b, x, three, ComparisonKind::kLt));
+    return Done(b, c, b.Select(inside, b.Divide(g, p.e.Const(6)), zero));
+  }
+  NodeId mid = b.Multiply(g, b.Add(b.Divide(x, three), p.e.Const(0.5)));
+  NodeId r = b.Select(Cmp(b, x, three, ComparisonKind::kLt), mid, g);
+  return Done(b, c, b.Select(Cmp(b, x, mthree, ComparisonKind::kLe), zero, r));
+}
+
+// log_sigmoid_forward(self) -> (min(x, 0) - log1p(z), buffer z = e^-|x|)
+LowerResult LowerLogSigmoid(GraphBuilder& b, const AtenCall& c) {
+  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c, {0}));
+  if (c.outputs.size() != 2) return InvalidArgument(c.op, ": expected two outputs");
+  NodeId x = p.v[0];
+  NodeId z = b.Exp(b.Negate(b.Unary(OpKind::kAbs, x)));
+  NodeId out = b.Subtract(b.Minimum(x, p.e.Const(0)), b.Unary(OpKind::kLog1p, z));
+  return CheckOutputs(b, c, {Finish(b, out, c.outputs[0]), Finish(b, z, c.outputs[1])});
+}
+
+// log_sigmoid_backward(grad, self, buffer) = dy * ((x < 0) - sign * z / (1 + z)),
+// sign = x < 0 ? 1 : -1, z = e^-|x| (recomputed, as eager's CPU kernel).
+LowerResult LowerLogSigmoidBackward(GraphBuilder& b, const AtenCall& c) {
+  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c, {0, 1}));
+  NodeId g = p.v[0], x = p.v[1];
+  NodeId neg = Cmp(b, x, p.e.Const(0), ComparisonKind::kLt);
+  NodeId z = b.Exp(b.Negate(b.Unary(OpKind::kAbs, x)));
+  NodeId frac = b.Divide(z, b.Add(p.e.Const(1), z));
+  NodeId d = b.Select(neg, b.Subtract(p.e.Const(1), frac), frac);
+  return Done(b, c, b.Multiply(g, d));
+}
+
 // ---- softmax ---------------------------------------------------------------
 
 // _softmax(self, dim, half_to_float) / _log_softmax(...): the maximum is
@@ -321,6 +360,10 @@ void RegisterActivation(LoweringTable& t) {
   t.Add("aten::mish_backward", LowerMish<true>);
   t.Add("aten::hardsigmoid", LowerHardSigmoid<false>);
   t.Add("aten::hardswish", LowerHardSigmoid<true>);
+  t.Add("aten::hardsigmoid_backward", LowerHardBackward<false>);
+  t.Add("aten::hardswish_backward", LowerHardBackward<true>);
+  t.Add("aten::log_sigmoid_forward", LowerLogSigmoid);
+  t.Add("aten::log_sigmoid_backward", LowerLogSigmoidBackward);
   t.Add("aten::_softmax", LowerSoftmax<false>);
   t.Add("aten::_log_softmax", LowerSoftmax<true>);
   t.Add("aten::_safe_softmax", LowerSoftmax<false, true>);

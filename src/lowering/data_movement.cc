@@ -330,9 +330,47 @@ LowerResult LowerSelectScatter(GraphBuilder& b, const AtenCall& c) {
   return CheckOutputs(b, c, {ScatterSlice(b, x, u, s, dim, index, 1)});
 }
 
+// slice_backward(grad_output, input_sizes, dim, start, end, step) and
+// select_backward(grad_output, input_sizes, dim, index): zeros of the input's
+// sizes with the gradient placed where the view read.
+template <bool kSelect>
+LowerResult LowerViewBackward(GraphBuilder& b, const AtenCall& c) {
+  EMBER_RETURN_IF_ERROR(DeclineComplex(c));
+  EMBER_ASSIGN_OR_RETURN(TensorArg g, TensorAt(c, 0));
+  EMBER_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntsAt(c, 1));
+  EMBER_ASSIGN_OR_RETURN(int64_t dim, IntAt(c, 2));
+  int64_t r = static_cast<int64_t>(sizes.size());
+  if (r == 0) return InvalidArgument(c.op, ": 0-d input");
+  dim = WrapDim(dim, r);
+  int64_t start, step = 1;
+  std::vector<int64_t> gs = g.sizes;
+  NodeId gv = g.value;
+  if (kSelect) {
+    EMBER_ASSIGN_OR_RETURN(int64_t index, IntAt(c, 3));
+    start = index < 0 ? index + sizes[dim] : index;
+    if (start < 0 || start >= sizes[dim]) return InvalidArgument(c.op, ": index out of range");
+    gs.insert(gs.begin() + dim, 1);
+    gv = b.Reshape(gv, gs);
+  } else {
+    EMBER_ASSIGN_OR_RETURN(int64_t s0, IntAt(c, 3));
+    EMBER_ASSIGN_OR_RETURN(int64_t e0, IntAt(c, 4));
+    EMBER_ASSIGN_OR_RETURN(step, IntAt(c, 5));
+    if (step <= 0) return InvalidArgument(c.op, ": step must be positive");
+    start = SliceBounds(s0, e0, sizes[dim]).first;
+  }
+  if (static_cast<int64_t>(gs.size()) != r) return InvalidArgument(c.op, ": rank mismatch");
+  TensorArg zeros;
+  zeros.dtype = c.outputs.at(0).dtype;
+  zeros.sizes = sizes;
+  zeros.value = Splat(b, zeros.dtype, 0, sizes);
+  return CheckOutputs(b, c, {ScatterSlice(b, zeros, gv, gs, dim, start, step)});
+}
+
 }  // namespace
 
 void RegisterDataMovement(LoweringTable& t) {
+  t.Add("aten::select_backward", LowerViewBackward<true>);
+  t.Add("aten::slice_backward", LowerViewBackward<false>);
   for (const char* o : {"aten::view", "aten::_unsafe_view", "aten::view_copy", "aten::reshape",
                         "aten::_reshape_alias", "aten::_reshape_alias_copy", "aten::unsqueeze",
                         "aten::unsqueeze_copy", "aten::squeeze", "aten::squeeze.dim",

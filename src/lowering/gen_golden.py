@@ -320,6 +320,27 @@ def build():
     case("embedding", emb, ids, -1, False, False)
     case("embedding_dense_backward", r(2, 3, 3), ids, 6, -1, False)
     case("embedding_dense_backward", r(2, 3, 3), ids, 6, 2, False)
+    # backward helpers that autograd emits
+    hx = r(3, 8, lo=-5, hi=5)
+    case("hardsigmoid_backward", r(3, 8), hx)
+    case("hardswish_backward", r(3, 8), hx)
+    lo_, buf = A.log_sigmoid_forward(hx)
+    case("log_sigmoid_forward", hx)
+    case("log_sigmoid_backward", r(3, 8), hx, buf)
+    case("select_backward", r(5), [3, 5], 0, -2)
+    case("slice_backward", r(4, 2), [4, 5], 1, 1, 2**63 - 1, 2)
+    case("slice_backward", r(2, 5), [4, 5], 0, -3, -1, 1)
+    case("index_add", r(4, 3), 0, torch.tensor([3, 0, 3, 1, 3]), r(5, 3), S(0.5))
+    case("index_add", r(3, 4), 1, torch.tensor([1, 1]), r(3, 2))
+    # pooling
+    img = r(2, 3, 7, 7)
+    img[0, 0, 0, 0] = float("nan")
+    img[1, 1, :3, :3] = float("-inf")
+    for args in (([2, 2], [], [0, 0], [1, 1], False), ([3, 3], [2, 2], [1, 1], [1, 1], True),
+                 ([2, 3], [1, 2], [1, 0], [2, 1], False)):
+        case("max_pool2d_with_indices", img, *args)
+        vals, ind = A.max_pool2d_with_indices(img, *args)
+        case("max_pool2d_with_indices_backward", r(*vals.shape), img, *args, ind)
     # factories (fill values as graph inputs)
     case("full", [2, 3], S(1.5), torch.float32, O, O, O)
     case("arange.start_step", S(1), S(10), S(3), torch.int64, O, O, O)

@@ -324,9 +324,43 @@ LowerResult LowerEmbeddingBackward(GraphBuilder& b, const AtenCall& c) {
   return CheckOutputs(b, c, {Finish(b, s, out)});
 }
 
+// index_add(self, dim, index, source, *, alpha=1): self with alpha * the
+// slices of source added at index along dim (duplicates accumulate).
+LowerResult LowerIndexAdd(GraphBuilder& b, const AtenCall& c) {
+  EMBER_RETURN_IF_ERROR(DeclineComplex(c));
+  EMBER_ASSIGN_OR_RETURN(TensorArg x, TensorAt(c, 0));
+  EMBER_ASSIGN_OR_RETURN(int64_t dim, IntAt(c, 1));
+  EMBER_ASSIGN_OR_RETURN(TensorArg index, TensorAt(c, 2));
+  EMBER_ASSIGN_OR_RETURN(TensorArg src, TensorAt(c, 3));
+  EMBER_ASSIGN_OR_RETURN(auto alpha, OptValAt(c, 4));
+  if (x.dtype == DType::kPred) return Declined("index_add of bool");
+  int64_t r = Rank(x.sizes);
+  if (r == 0 || Rank(src.sizes) != r) return Declined("index_add of 0-d tensors");
+  dim = WrapDim(dim, r);
+  int64_t n = Numel(index.sizes);
+  if (n == 0 || Numel(x.sizes) == 0) return CheckOutputs(b, c, {x.value});
+  DType t = ComputeType(x.dtype);
+  NodeId upd = ConvertTo(b, ConvertTo(b, src.value, x.dtype), t);
+  if (alpha) {
+    Val a = *alpha;
+    a.tier = PromoTier::kWrapped;
+    upd = b.Multiply(upd, Prepare(b, a, x.dtype, t, src.sizes));
+  }
+  ScatterDims d;
+  for (int64_t i = 0; i < r; ++i)
+    if (i != dim) d.update_window_dims.push_back(i);
+  d.inserted_window_dims = {dim};
+  d.scatter_dims_to_operand_dims = {dim};
+  d.index_vector_dim = 1;
+  NodeId idx = b.Reshape(ConvertTo(b, index.value, DType::kS64), {n, 1});
+  NodeId s = b.Scatter(ConvertTo(b, x.value, t), idx, upd, d, ReduceKind::kAdd);
+  return CheckOutputs(b, c, {Finish(b, s, c.outputs.at(0))});
+}
+
 }  // namespace
 
 void RegisterIndexing(LoweringTable& t) {
+  t.Add("aten::index_add", LowerIndexAdd);
   t.Add("aten::gather", LowerGather);
   t.Add("aten::scatter.src", LowerScatter<false>);
   t.Add("aten::scatter.value", LowerScatter<false>);

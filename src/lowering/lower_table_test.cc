@@ -412,6 +412,17 @@ const std::multimap<std::string, Sample>& Samples() {
       {"aten::native_dropout", {"T:f32[2,3] S:f B:1 RNG", "f32[2,3];pred[2,3]"}},
       {"aten::native_dropout", {"T:f32[2,3] S:f B:0", "f32[2,3];pred[2,3]"}},
       {"aten::native_dropout_backward", {"T:f32[2,3] T:pred[2,3] S:f", "f32[2,3]"}},
+      // ---- pooling ----
+      {"aten::max_pool2d_with_indices", {"T:f32[2,3,6,6] L:2,2 L: L:0,0 L:1,1 B:0", "f32[2,3,3,3];s64[2,3,3,3]"}},
+      {"aten::max_pool2d_with_indices", {"T:f32[3,5,5] L:3 L:2 L:1 L:1 B:1", "f32[3,3,3];s64[3,3,3]"}},
+      {"aten::max_pool2d_with_indices_backward", {"T:f32[2,3,3,3] T:f32[2,3,6,6] L:2,2 L: L:0,0 L:1,1 B:0 T:s64[2,3,3,3]", "f32[2,3,6,6]"}},
+      {"aten::hardsigmoid_backward", {"T:f32[3] T:f32[3]", "f32[3]"}},
+      {"aten::hardswish_backward", {"T:bf16[3] T:bf16[3]", "bf16[3]"}},
+      {"aten::log_sigmoid_forward", {"T:f32[3]", "f32[3];f32[3]"}},
+      {"aten::log_sigmoid_backward", {"T:f32[3] T:f32[3] T:f32[3]", "f32[3]"}},
+      {"aten::select_backward", {"T:f32[3] L:4,3 I:0 I:-1", "f32[4,3]"}},
+      {"aten::slice_backward", {"T:f32[4,2] L:4,5 I:1 I:1 I:9223372036854775807 I:2", "f32[4,5]"}},
+      {"aten::index_add", {"T:f32[4,3] I:0 T:s64[5] T:f32[5,3] S:f", "f32[4,3]"}},
   };
   return *m;
 }

@@ -19,5 +19,6 @@ void RegisterIndexing(LoweringTable& t);     // indexing.cc
 void RegisterFactory(LoweringTable& t);      // factory.cc
 void RegisterForeach(LoweringTable& t);      // foreach.cc
 void RegisterRandom(LoweringTable& t);       // random.cc
+void RegisterPooling(LoweringTable& t);      // pooling.cc
 
 }  // namespace ember::lowering

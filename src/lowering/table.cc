@@ -36,6 +36,7 @@ const LoweringTable& LoweringTable::Get() {
     RegisterFactory(*t);
     RegisterForeach(*t);
     RegisterRandom(*t);
+    RegisterPooling(*t);
     return t;
   }();
   return *table;
