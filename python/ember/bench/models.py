@@ -169,7 +169,9 @@ class ResNet18(nn.Module):
 
 
 def _resnet(scale: str, seed: int) -> Workload:
-    batch, width, hw = {"tiny": (2, 8, 32), "quick": (4, 64, 64), "full": (16, 64, 64)}[scale]
+    # tiny: 64x64 so the last stage still normalizes over 2x2 positions x batch (BatchNorm
+    # over 2 values amplifies float reassociation past the numerics tolerance).
+    batch, width, hw = {"tiny": (4, 8, 64), "quick": (4, 64, 64), "full": (16, 64, 64)}[scale]
     torch.manual_seed(seed)
     model = ResNet18(width)
     g = torch.Generator().manual_seed(seed + 1)
