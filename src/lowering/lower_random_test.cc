@@ -136,5 +136,18 @@ TEST(LoweringRandom, BernoulliFollowsProbabilities) {
   EXPECT_NEAR(even / (kN / 2), 0.1, 0.02);
 }
 
+TEST(LoweringRandom, RandintCoversTheRangeUniformly) {
+  auto v = Draw("aten::randint.low", "I:-3 I:4 L:20000 N O O O RNG", "s64[20000]");
+  std::vector<double> counts(7, 0);
+  for (double x : v) {
+    ASSERT_TRUE(x >= -3 && x < 4 && x == std::floor(x)) << x;
+    counts[static_cast<int>(x) + 3] += 1;
+  }
+  // Chi-square with 6 degrees of freedom; 22.46 is the 0.001 critical value.
+  double chi2 = 0, e = kN / 7.0;
+  for (double cnt : counts) chi2 += (cnt - e) * (cnt - e) / e;
+  EXPECT_LT(chi2, 22.46);
+}
+
 }  // namespace
 }  // namespace ember::lowering

@@ -423,6 +423,9 @@ const std::multimap<std::string, Sample>& Samples() {
       {"aten::select_backward", {"T:f32[3] L:4,3 I:0 I:-1", "f32[4,3]"}},
       {"aten::slice_backward", {"T:f32[4,2] L:4,5 I:1 I:1 I:9223372036854775807 I:2", "f32[4,5]"}},
       {"aten::index_add", {"T:f32[4,3] I:0 T:s64[5] T:f32[5,3] S:f", "f32[4,3]"}},
+      {"aten::randint", {"I:10 L:2,3 N O O O RNG", "s64[2,3]"}},
+      {"aten::randint.low", {"I:-5 I:5 L:4 N O O O RNG", "s64[4]"}},
+      {"aten::randint.low", {"I:5 I:5 L:4 N O O O RNG", "s64[4]", true}},
   };
   return *m;
 }

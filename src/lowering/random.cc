@@ -2,11 +2,11 @@
 // the call's (seed, offset) graph inputs and stream number, AtenCall::rng):
 // rand, rand_like, randn, randn_like, uniform (functional uniform_),
 // normal_functional (functional normal_), bernoulli (probabilities tensor),
-// bernoulli.p, native_dropout and native_dropout_backward. Values follow
-// eager's definitions, not its bit streams: U[0,1) scaled to [from, to),
-// mean + std * N(0,1), bernoulli(p) = U < p; dropout keeps an element with
-// probability 1 - p and scales kept ones by 1/(1 - p) (0 when p == 1, as
-// eager). bf16/f16 results are drawn in f32 and rounded. A call without
+// bernoulli.p, randint (.low), native_dropout and native_dropout_backward.
+// Values follow eager's definitions, not its bit streams: U[0,1) scaled to
+// [from, to), mean + std * N(0,1), bernoulli(p) = U < p; dropout keeps an
+// element with probability 1 - p and scales kept ones by 1/(1 - p) (0 when
+// p == 1, as eager). bf16/f16 results are drawn in f32 and rounded. A call without
 // AtenCall::rng declines (the bridge did not give it a generator state).
 #include "lowering/elementwise_util.h"
 #include "lowering/lower_util.h"
@@ -126,9 +126,37 @@ LowerResult LowerNativeDropoutBackward(GraphBuilder& b, const AtenCall& c) {
   return CheckOutputs(b, c, {Finish(b, r, out)});
 }
 
+// randint(high, size, ...), randint.low(low, high, size, ...): low +
+// floor(U * (high - low)) with U an f64 draw in [0, 1) (uniform over the
+// range up to f64 rounding; eager draws 32/64-bit integers modulo the range),
+// capped at high - 1.
+template <bool kLow>
+LowerResult LowerRandint(GraphBuilder& b, const AtenCall& c) {
+  EMBER_RETURN_IF_ERROR(NeedRng(c));
+  int64_t low = 0, high;
+  if (kLow) {
+    EMBER_ASSIGN_OR_RETURN(low, IntAt(c, 0));
+    EMBER_ASSIGN_OR_RETURN(high, IntAt(c, 1));
+  } else {
+    EMBER_ASSIGN_OR_RETURN(high, IntAt(c, 0));
+  }
+  const OutputMeta& out = c.outputs.at(0);
+  if (high <= low) return Declined("randint with high <= low (eager raises)");
+  if (static_cast<uint64_t>(high) - static_cast<uint64_t>(low) > (uint64_t{1} << 53))
+    return Declined("randint range above 2^53");
+  if (!IsInteger(out.dtype) && !IsFloat(out.dtype)) return Declined("randint dtype");
+  NodeId u = Uniform(b, c, DType::kF64, out.sizes);
+  NodeId v = b.Unary(OpKind::kFloor, b.Multiply(u, Splat(b, DType::kF64, double(high - low), out.sizes)));
+  v = b.Minimum(v, Splat(b, DType::kF64, double(high - low - 1), out.sizes));
+  NodeId r = b.Add(ConvertTo(b, v, DType::kS64), Splat(b, DType::kS64, double(low), out.sizes));
+  return CheckOutputs(b, c, {ConvertTo(b, r, out.dtype)});
+}
+
 }  // namespace
 
 void RegisterRandom(LoweringTable& t) {
+  t.Add("aten::randint", LowerRandint<false>);
+  t.Add("aten::randint.low", LowerRandint<true>);
   t.Add("aten::rand", LowerDraw<false>);
   t.Add("aten::rand_like", LowerDraw<false>);
   t.Add("aten::randn", LowerDraw<true>);
