@@ -79,6 +79,49 @@ TEST(CodegenRow, SoftmaxWithVectorMathWithinStatedUlps) {
   EXPECT_TRUE(IsRowKernel(*k));
 }
 
+// Outputs of >= 4 MiB: each row's 64-byte-aligned middle is written with
+// non-temporal stores, the head and tail plainly; same values. The output
+// buffers here (Literal storage) start 16 bytes past a page, so rows have a
+// head, a streamed middle and a tail; a second output misaligned differently
+// from the first makes every row take the plain loop.
+TEST(CodegenRow, LargeOutputsUseNonTemporalStores) {
+  TempDir dir;
+  std::mt19937_64 rng(19);
+  const int64_t n = 1024 * 1024;
+  Graph g = Softmax(DType::kF32, 1024, 1024, /*extra_outputs=*/false);
+  Literal arg = RandomLiteral(Shape(DType::kF32, {1024, 1024}), rng);
+  auto k = CompileKernel(g, Exact(dir.path()));
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_NE((*k)->source().find("ember_stream64(out0"), std::string::npos);
+  auto want = Evaluate(g, {arg});
+  ASSERT_TRUE(want.ok());
+  // Rows of 1024 sum by blocks (not the interpreter's order): within 1e-5
+  // relative of it; and the same bits whatever the output's alignment
+  // (fully streamed at offset 0, head + middle + tail at offsets 4 and 16).
+  std::vector<float> storage(n + 64);
+  std::vector<std::vector<float>> results;
+  for (int offset : {0, 4, 16}) {
+    float* base = storage.data();
+    while ((reinterpret_cast<uintptr_t>(base) & 63) != static_cast<uintptr_t>(offset)) ++base;
+    Status st = (*k)->Run({arg.data()}, {base}, ThreadParallelFor(2));
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    results.emplace_back(base, base + n);
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+  int bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double w = (*want)[0].GetDouble(i);
+    bad += std::fabs(results[0][i] - w) > 1e-5 * std::fabs(w);
+  }
+  EXPECT_EQ(bad, 0);
+  // Small outputs never stream.
+  Graph small = Softmax(DType::kF32, 64, 128, /*extra_outputs=*/false);
+  auto ks = CompileKernel(small, Exact(dir.path()));
+  ASSERT_TRUE(ks.ok());
+  EXPECT_EQ((*ks)->source().find("ember_stream64(out0"), std::string::npos);
+}
+
 // Rows longer than 128: the blocked-lane summation (docs/codegen.md bound),
 // compared with the interpreter to a relative 1e-5 (max exact).
 TEST(CodegenRow, LongRowsUseTheBlockedReduction) {

@@ -727,6 +727,9 @@ class KernelEmitter {
   static constexpr int64_t kMinRowKernelRows = 8;
   // Row buffers (see RowPhaseBody) live on the stack: at most this many bytes.
   static constexpr int64_t kRowBufferBytes = 64 << 10;
+  // Row kernels whose row-shaped outputs total at least this many bytes
+  // (beyond the caches) write them with non-temporal stores.
+  static constexpr int64_t kStreamBytes = int64_t{4} << 20;
 
   // Values worth keeping in a row buffer rather than recomputing per pass.
   static bool IsRowBufferWorthy(const Node& n) {
@@ -930,19 +933,82 @@ class KernelEmitter {
       ix.insert(ix.end(), inner.begin(), inner.end());
       Index idx = Index::Multi(ix);
       idx.lin = "lin";
-      ExprEmitter e(plan_, &var_counter_, 3);
+      // Large outputs: the 64-byte-aligned middle of each row is written
+      // with non-temporal stores (the destination lines are not read into
+      // the cache before being overwritten: no write-allocate traffic); the
+      // unaligned head and tail, and rows whose outputs are misaligned
+      // differently, take the plain loop.
+      int esize = 0;
+      int64_t out_bytes = 0;
+      bool stream = true;
+      for (size_t j : full_outs) {
+        const DType t = g_.node(outs[j]).shape.dtype();
+        const int sz = static_cast<int>(DTypeSize(t));
+        stream &= (sz == 4 || sz == 8) && (esize == 0 || esize == sz) && t != DType::kPred;
+        esize = sz;
+        out_bytes += rp.rows * rp.K * sz;
+      }
+      stream &= esize > 0 && out_bytes >= kStreamBytes;
+      const std::string K = IntLiteral(rp.K);
+      body += "    // outputs of the row's shape: one pass\n";
+      body += "    {\n";
+      body += "      int64_t h = " + K + ", m = " + K + ";  // [h, m): streamed\n";
+      if (stream) {
+        const int W = 64 / esize;
+        const std::string a0 = "(uintptr_t)(out" + std::to_string(full_outs[0]) + " + o * " + K + ")";
+        std::string same = "(" + a0 + " % " + std::to_string(esize) + " == 0)";
+        for (size_t i = 1; i < full_outs.size(); ++i) {
+          same += " && (((uintptr_t)(out" + std::to_string(full_outs[i]) + " + o * " + K +
+                  ") & 63) == (" + a0 + " & 63))";
+        }
+        body += "      if (" + same + ") {\n";
+        body += "        const int64_t mis = (int64_t)((" + a0 + " & 63) / " + std::to_string(esize) + ");\n";
+        body += "        h = (" + std::to_string(W) + " - mis) % " + std::to_string(W) + ";\n";
+        body += "        if (h > " + K + ") h = " + K + ";\n";
+        body += "        m = h + ((" + K + " - h) / " + std::to_string(W) + ") * " + std::to_string(W) + ";\n";
+        body += "      }\n";
+        ExprEmitter en(plan_, &var_counter_, 5);
+        std::vector<std::string> nvals;
+        for (size_t j : full_outs) nvals.push_back(en.Value(outs[j], idx));
+        body += "      for (int64_t jb = h; jb < m; jb += " + std::to_string(W) + ") {\n";
+        for (size_t j : full_outs) {
+          body += "        " + StorageType(g_.node(outs[j]).shape.dtype()) + " st" +
+                  std::to_string(j) + "[" + std::to_string(W) + "];\n";
+        }
+        body += "        " + SimdPragma(en) + "\n";
+        body += "        for (int64_t l = 0; l < " + std::to_string(W) + "; ++l) {\n";
+        body += "          const int64_t j = jb + l;\n";
+        body += "          const int64_t lin = o * " + K + " + j;\n";
+        body += en.code();
+        for (size_t i = 0; i < full_outs.size(); ++i) {
+          body += "          st" + std::to_string(full_outs[i]) + "[l] = " +
+                  StoreExpr(g_.node(outs[full_outs[i]]).shape.dtype(), nvals[i]) + ";\n";
+        }
+        body += "        }\n";
+        for (size_t j : full_outs) {
+          body += "        ember_stream64(out" + std::to_string(j) + " + o * " + K + " + jb, st" +
+                  std::to_string(j) + ");\n";
+        }
+        body += "      }\n";
+        body += "      if (m > h) streamed = 1;\n";
+        buffers.insert(en.used_buffers().begin(), en.used_buffers().end());
+        sites.insert(en.used_sites().begin(), en.used_sites().end());
+        uses_stream_ = true;
+      }
+      ExprEmitter e(plan_, &var_counter_, 5);
       std::vector<std::string> vals;
       for (size_t j : full_outs) vals.push_back(e.Value(outs[j], idx));
-      body += "    // outputs of the row's shape: one pass\n";
-      body += "    " + SimdPragma(e) + "\n";
-      body += "    for (int64_t j = 0; j < " + IntLiteral(rp.K) + "; ++j) {\n";
-      body += "      const int64_t lin = o * " + IntLiteral(rp.K) + " + j;\n";
+      body += "      for (int part = 0; part < 2; ++part) {  // [0, h) and [m, K)\n";
+      body += "        const int64_t j0 = part ? m : 0, j1 = part ? " + K + " : h;\n";
+      body += "        " + SimdPragma(e) + "\n";
+      body += "        for (int64_t j = j0; j < j1; ++j) {\n";
+      body += "          const int64_t lin = o * " + K + " + j;\n";
       body += e.code();
       for (size_t i = 0; i < full_outs.size(); ++i) {
-        body += "      out" + std::to_string(full_outs[i]) + "[lin] = " +
+        body += "          out" + std::to_string(full_outs[i]) + "[lin] = " +
                 StoreExpr(g_.node(outs[full_outs[i]]).shape.dtype(), vals[i]) + ";\n";
       }
-      body += "    }\n";
+      body += "        }\n      }\n    }\n";
       buffers.insert(e.used_buffers().begin(), e.used_buffers().end());
       sites.insert(e.used_sites().begin(), e.used_sites().end());
     }
@@ -954,7 +1020,9 @@ class KernelEmitter {
     }
     s += FlagDeclsOf(sites, 1);
     s += scratch_decls;
+    if (uses_stream_) s += "  int streamed = 0;\n";
     s += "  for (int64_t o = begin; o < end; ++o) {\n" + body + "  }\n";
+    if (uses_stream_) s += "  if (streamed) ember_store_fence();\n";
     s += FlagStoresOf(sites, 1);
     return s;
   }
@@ -1002,6 +1070,7 @@ class KernelEmitter {
   KernelPlan plan_;
   std::vector<Phase> phases_;
   RowPlan row_;
+  bool uses_stream_ = false;
   std::vector<NodeId> temps_;
   std::set<int> written_outputs_;
   int var_counter_ = 0;

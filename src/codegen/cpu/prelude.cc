@@ -127,6 +127,29 @@ EMBER_INLINE double ember_logistic(double a) { return 1.0 / (1.0 + __builtin_exp
 EMBER_INLINE float ember_opaque(float x) { __asm__("" : "+x"(x)); return x; }
 EMBER_INLINE double ember_opaque(double x) { __asm__("" : "+x"(x)); return x; }
 
+// ---- non-temporal stores (row kernels with large outputs) ----
+// Stores 64 bytes from t to p (64-byte aligned) bypassing the caches; a
+// plain copy where the target has no streaming stores. ember_store_fence
+// orders them before the kernel returns.
+EMBER_INLINE void ember_stream64(void* p, const void* t) {
+#if defined(__x86_64__) && defined(__AVX512F__)
+  typedef float v16 __attribute__((vector_size(64)));
+  v16 v; __builtin_memcpy(&v, t, 64);
+  __builtin_ia32_movntps512((float*)p, v);
+#elif defined(__x86_64__) && defined(__AVX__)
+  typedef float v8 __attribute__((vector_size(32)));
+  v8 a, b; __builtin_memcpy(&a, t, 32); __builtin_memcpy(&b, (const char*)t + 32, 32);
+  __builtin_ia32_movntps256((float*)p, a); __builtin_ia32_movntps256((float*)p + 8, b);
+#else
+  __builtin_memcpy(p, t, 64);
+#endif
+}
+EMBER_INLINE void ember_store_fence() {
+#if defined(__x86_64__)
+  __builtin_ia32_sfence();
+#endif
+}
+
 // ---- 16-bit floats (as dtype.h / dtype.cc) ----
 EMBER_INLINE float ember_bits_to_f32(uint32_t b) { float f; __builtin_memcpy(&f, &b, 4); return f; }
 EMBER_INLINE uint32_t ember_f32_to_bits(float f) { uint32_t b; __builtin_memcpy(&b, &f, 4); return b; }
