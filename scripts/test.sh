@@ -20,4 +20,15 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 EMBER_FUZZ_GRAPHS=$
 if [[ -d tests/python ]] && .venv/bin/python -c "import ember" >/dev/null 2>&1; then
   echo "== Python tests"
   .venv/bin/python -m pytest -q tests/python
+
+  # PyTorch's OpInfo database, float32 forward, against eager CPU (docs/conformance.md).
+  # Semantics through the fast backend (lowered + reference interpreter), a stable 10%
+  # of the ops through the optimizing one; the report says which ran. Fails on a failure
+  # not in the expected file and on an expected failure that now passes.
+  echo "== Conformance (OpInfo float32 forward)"
+  mkdir -p build
+  .venv/bin/python -m ember.conformance --dtypes float32 --backend interpreter \
+    --sampled-backend cpu --sample-fraction 0.1 -j "$JOBS" -q \
+    --check-expected tests/conformance/expected_failures.txt \
+    --json build/conformance.json --markdown build/conformance.md
 fi
