@@ -47,7 +47,8 @@ def markdown(doc: dict) -> str:
     lines += [
         f"Machine: {m['cpu_model']}, {m['cores']} cores ({m['torch_threads']} torch threads), "
         f"{m['memory_gib']} GiB; load average {m['load_average_start'][0]:.1f} at start, "
-        f"{m.get('load_average_end', [float('nan')])[0]:.1f} at end. torch "
+        + (f"{m['load_average_end'][0]:.1f} at end" if m.get("load_average_end") else
+           "(run not finished)") + ". torch "
         f"{m['torch_version']}, commit `{m['commit']}`, ember backend `{m['ember_backend']}`.",
         "",
         f"Ceilings (same run, start / end): STREAM triad "
