@@ -72,7 +72,8 @@ def assert_params_close(ref, m, **kw):
     ref_p = dict(ref.named_parameters())
     for name, p in m.named_parameters():
         assert p.device.type == "ember", name
-        torch.testing.assert_close(p.detach().cpu(), ref_p[name].detach(), msg=name, **kw)
+        torch.testing.assert_close(p.detach().cpu(), ref_p[name].detach(),
+                                   msg=lambda m, name=name: f"{name}: {m}", **kw)
 
 
 def assert_params_equal(a, b):
