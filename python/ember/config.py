@@ -1,4 +1,5 @@
 """Runtime switches. Assign attributes: ``ember.config.max_pending_ops = 50_000``."""
+import os as _os
 import sys as _sys
 import types as _types
 
@@ -19,8 +20,18 @@ _DEFAULTS = {
     "record_source": True,
     # Log (logger "ember", INFO) one line per recompile of a call site.
     "log_recompiles": True,
+    # How a graph runs (docs/architecture.md, "Lowering"): "cpu" (lowered to the core IR,
+    # fused, native kernels), "interpreter" (lowered, run by the reference interpreter:
+    # no C++ compiler; fast for sweeps) or "aten" (one ATen kernel per op: the oracle).
+    # Initial value: $EMBER_BACKEND, else "aten" (for now: a few training tests still
+    # differ from eager on the lowered backends; docs/architecture.md, "Lowering").
+    "backend": _os.environ.get("EMBER_BACKEND") or "aten",
+    # Lowered backends: a sync that replaces a device buffer no live tensor refers to
+    # (a parameter updated in place) writes the new value into it (donation).
+    "donate_buffers": True,
 }
-_NATIVE = {"max_pending_ops", "recompile_warn_limit", "record_source", "log_recompiles"}
+_NATIVE = {"max_pending_ops", "recompile_warn_limit", "record_source", "log_recompiles", "backend",
+           "donate_buffers"}
 
 
 class _Config(_types.ModuleType):

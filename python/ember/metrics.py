@@ -14,6 +14,21 @@ def counters() -> dict:
     return _C.counters()
 
 
+def last_graph() -> dict:
+    """Figures of the graph the last sync ran (compiled now or found in a cache).
+
+    Keys: ``backend`` ("cpu", "interpreter" or "aten"); ``lazy_ops`` (lazy op nodes);
+    ``lowered_ops`` (lowered to core IR ops); ``extern_ops`` (run as ATen custom-calls);
+    ``kernels`` (native kernel steps, fused elementwise chains count once);
+    ``interpreted`` (reference-interpreter steps); ``extern_steps``; ``core_nodes``
+    (nodes of the optimized core graph); ``parameters``; ``externs`` (ATen op -> extern
+    steps); ``core_externs`` (e.g. ``ember.dot-general`` -> steps); ``declined`` (ATen op
+    -> calls its lowering declined); ``lowering_errors`` (ATen op -> failed lowerings,
+    which ran as externs instead). Empty figures before the first sync.
+    """
+    return _C.last_graph()
+
+
 def clear() -> None:
     _C.clear_counters()
 
@@ -28,7 +43,7 @@ def report() -> str:
             lines.append(f"  {k:<22} {v:.6f}")
         else:
             lines.append(f"  {k:<22} {v}")
-    for k in ("fallbacks", "externs", "value_read_sites"):
+    for k in ("fallbacks", "externs", "value_read_sites", "lowering_declined", "lowering_errors"):
         d = c[k]
         lines.append(f"  {k}: {sum(d.values())} total" + ("" if d else " (none)"))
         for name, n in sorted(d.items(), key=lambda kv: -kv[1]):

@@ -52,7 +52,7 @@ NodeId GraphBuilder::AddNode(OpKind op, std::vector<NodeId> operands, Attrs attr
   n.operands = std::move(operands);
   n.attrs = std::move(attrs);
   n.literal = std::move(literal);
-  n.metadata = std::move(metadata);
+  n.metadata = metadata.empty() ? default_metadata_ : std::move(metadata);
   n.called = std::move(called);
   g_.nodes_.push_back(std::move(n));
   g_.fusion_depth_ = std::max(g_.fusion_depth_, depth);
@@ -314,6 +314,12 @@ void GraphBuilder::SetAlias(int output_index, int parameter_index) {
 const Shape& GraphBuilder::shape(NodeId id) const { return g_.nodes_.at(id).shape; }
 const Node& GraphBuilder::node(NodeId id) const { return g_.nodes_.at(id); }
 int GraphBuilder::num_nodes() const { return g_.num_nodes(); }
+
+Status GraphBuilder::TakeStatus() {
+  Status s = std::move(status_);
+  status_ = OkStatus();
+  return s;
+}
 
 StatusOr<Graph> GraphBuilder::Build() {
   if (!status_.ok()) return status_;

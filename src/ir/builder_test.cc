@@ -20,6 +20,25 @@ void ExpectError(const GraphBuilder& b, std::vector<std::string> fragments) {
         << "message '" << b.status().message() << "' lacks '" << f << "'";
 }
 
+TEST(BuilderTest, TakeStatusRecoversAndDefaultMetadataTagsNodes) {
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, F32({2, 3}));
+  b.SetDefaultMetadata("aten::relu #0");
+  NodeId bad = b.Add(x, b.Parameter(1, F32({3, 2})));  // shape mismatch: recorded error
+  EXPECT_EQ(bad, kInvalidNode);
+  Status err = b.TakeStatus();
+  EXPECT_EQ(err.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(b.status().ok());
+  NodeId y = b.Exp(x);  // building goes on
+  b.SetDefaultMetadata("");
+  NodeId z = b.Negate(y);
+  b.SetOutputs({z});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->node(y).metadata, "aten::relu #0");
+  EXPECT_EQ(g->node(z).metadata, "");
+}
+
 TEST(BuilderTest, ElementwiseShapes) {
   GraphBuilder b;
   auto x = b.Parameter(0, F32({2, 3}));

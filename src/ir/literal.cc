@@ -6,6 +6,7 @@
 #include <limits>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 namespace ember {
 
@@ -15,6 +16,60 @@ Literal::Literal(Shape shape) : shape_(std::move(shape)) {
   } else {
     bytes_.assign(static_cast<size_t>(shape_.byte_size()), 0);
   }
+}
+
+Literal::Literal(const Literal& o) : shape_(o.shape_), tuple_(o.tuple_) {
+  if (o.external_) {
+    const auto* p = static_cast<const uint8_t*>(o.data());
+    bytes_.assign(p, p + o.external_size_);
+  } else {
+    bytes_ = o.bytes_;
+  }
+}
+
+Literal& Literal::operator=(const Literal& o) {
+  if (this == &o) return *this;
+  Literal copy(o);
+  *this = std::move(copy);
+  return *this;
+}
+
+Literal::Literal(Literal&& o) noexcept
+    : shape_(std::move(o.shape_)),
+      bytes_(std::move(o.bytes_)),
+      tuple_(std::move(o.tuple_)),
+      external_(std::exchange(o.external_, nullptr)),
+      external_size_(std::exchange(o.external_size_, 0)),
+      owner_(std::move(o.owner_)) {}
+
+Literal& Literal::operator=(Literal&& o) noexcept {
+  if (this == &o) return *this;
+  shape_ = std::move(o.shape_);
+  bytes_ = std::move(o.bytes_);
+  tuple_ = std::move(o.tuple_);
+  external_ = std::exchange(o.external_, nullptr);
+  external_size_ = std::exchange(o.external_size_, 0);
+  owner_ = std::move(o.owner_);
+  return *this;
+}
+
+StatusOr<Literal> Literal::Borrow(Shape shape, void* data, std::shared_ptr<void> owner) {
+  if (shape.is_tuple()) {
+    return InvalidArgument("Literal::Borrow: tuple shape ", shape.ToString(),
+                           " (only arrays may borrow memory)");
+  }
+  if (data == nullptr && shape.byte_size() > 0) {
+    return InvalidArgument("Literal::Borrow: null data for ", shape.ToString());
+  }
+  Literal lit(Shape::Tuple({}));  // no bytes allocated
+  lit.shape_ = std::move(shape);
+  lit.tuple_.clear();
+  lit.external_size_ = lit.shape_.byte_size();
+  // A zero-byte borrow still needs a non-null marker.
+  static uint8_t empty_marker = 0;
+  lit.external_ = data ? static_cast<uint8_t*>(data) : &empty_marker;
+  lit.owner_ = std::move(owner);
+  return lit;
 }
 
 Literal Literal::Tuple(std::vector<Literal> elements) {
@@ -62,7 +117,7 @@ T SaturatingCast(double v) {
 }  // namespace
 
 double Literal::GetDouble(int64_t i) const {
-  const uint8_t* p = bytes_.data();
+  const uint8_t* p = static_cast<const uint8_t*>(data());
   switch (dtype()) {
     case DType::kPred: return Load<uint8_t>(p, i) ? 1.0 : 0.0;
     case DType::kS8: return Load<int8_t>(p, i);
@@ -84,14 +139,14 @@ double Literal::GetDouble(int64_t i) const {
 }
 
 std::complex<double> Literal::GetComplex(int64_t i) const {
-  const uint8_t* p = bytes_.data();
+  const uint8_t* p = static_cast<const uint8_t*>(data());
   if (dtype() == DType::kC64) return {Load<float>(p, 2 * i), Load<float>(p, 2 * i + 1)};
   if (dtype() == DType::kC128) return {Load<double>(p, 2 * i), Load<double>(p, 2 * i + 1)};
   return {GetDouble(i), 0.0};
 }
 
 int64_t Literal::GetInt(int64_t i) const {
-  const uint8_t* p = bytes_.data();
+  const uint8_t* p = static_cast<const uint8_t*>(data());
   switch (dtype()) {
     case DType::kPred: return Load<uint8_t>(p, i) ? 1 : 0;
     case DType::kS8: return Load<int8_t>(p, i);
@@ -107,7 +162,7 @@ int64_t Literal::GetInt(int64_t i) const {
 }
 
 void Literal::SetDouble(int64_t i, double v) {
-  uint8_t* p = bytes_.data();
+  uint8_t* p = static_cast<uint8_t*>(data());
   switch (dtype()) {
     case DType::kPred: Store<uint8_t>(p, i, v != 0 ? 1 : 0); return;
     case DType::kS8: Store<int8_t>(p, i, SaturatingCast<int8_t>(v)); return;
@@ -128,7 +183,7 @@ void Literal::SetDouble(int64_t i, double v) {
 }
 
 void Literal::SetInt(int64_t i, int64_t v) {
-  uint8_t* p = bytes_.data();
+  uint8_t* p = static_cast<uint8_t*>(data());
   switch (dtype()) {
     case DType::kPred: Store<uint8_t>(p, i, v != 0 ? 1 : 0); return;
     case DType::kS8: Store<int8_t>(p, i, static_cast<int8_t>(v)); return;
@@ -150,7 +205,8 @@ bool Literal::BitwiseEquals(const Literal& o) const {
       if (!tuple_[i].BitwiseEquals(o.tuple_[i])) return false;
     return true;
   }
-  return bytes_ == o.bytes_;
+  return size_bytes() == o.size_bytes() &&
+         (size_bytes() == 0 || std::memcmp(data(), o.data(), static_cast<size_t>(size_bytes())) == 0);
 }
 
 namespace {

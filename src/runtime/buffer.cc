@@ -52,7 +52,8 @@ int64_t LiteralBytes(const Literal& lit) {
   return n;
 }
 
-Buffer::Buffer(Literal value) : value_(std::move(value)), accounted_bytes_(LiteralBytes(value_)) {
+Buffer::Buffer(Literal value)
+    : value_(std::move(value)), accounted_bytes_(value_.is_borrowed() ? 0 : LiteralBytes(value_)) {
   int64_t now = g_bytes_in_use.fetch_add(accounted_bytes_, std::memory_order_relaxed) +
                 accounted_bytes_;
   RaisePeak(now);
@@ -141,6 +142,16 @@ void ClearBufferCache() {
 
 BufferRef Buffer::FromLiteral(Literal value) {
   return BufferRef(new Buffer(std::move(value)));
+}
+
+StatusOr<BufferRef> Buffer::Borrow(const Shape& shape, void* data, std::shared_ptr<void> owner) {
+  EMBER_ASSIGN_OR_RETURN(Literal lit, Literal::Borrow(shape, data, std::move(owner)));
+  return BufferRef(new Buffer(std::move(lit)));
+}
+
+void NoteExternalBytes(int64_t delta) {
+  int64_t now = g_bytes_in_use.fetch_add(delta, std::memory_order_relaxed) + delta;
+  if (delta > 0) RaisePeak(now);
 }
 
 BufferRef Buffer::Zeros(const Shape& shape) { return FromLiteral(Literal(shape)); }

@@ -143,5 +143,45 @@ TEST(BufferTest, UninitializedLargeBuffersAreRecycled) {
   EXPECT_EQ(CachedBufferBytes(), 0);
 }
 
+TEST(BufferTest, BorrowViewsExternalMemoryAndKeepsItsOwnerAlive) {
+  auto storage = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5, 6});
+  std::weak_ptr<std::vector<float>> watch = storage;
+  const BufferStats before = GetBufferStats();
+  {
+    auto b = Buffer::Borrow(Shape(DType::kF32, {2, 3}), storage->data(), storage);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    BufferRef buf = *b;
+    storage.reset();  // the buffer's owner handle keeps the memory alive
+    EXPECT_FALSE(watch.expired());
+    EXPECT_TRUE(buf->literal().is_borrowed());
+    EXPECT_EQ(buf->size_bytes(), 0);  // the owner counts the bytes, not the buffer
+    EXPECT_EQ(GetBufferStats().bytes_in_use, before.bytes_in_use);
+    EXPECT_EQ(buf->literal().GetDouble(4), 5);
+    buf->literal().SetDouble(0, 9);  // zero copy: writes reach the external memory
+    EXPECT_EQ((*watch.lock())[0], 9);
+    // Copying a borrowed literal makes an owning deep copy.
+    Literal copy = buf->literal();
+    EXPECT_FALSE(copy.is_borrowed());
+    copy.SetDouble(1, 7);
+    EXPECT_EQ((*watch.lock())[1], 2);
+    EXPECT_TRUE(copy.BitwiseEquals(Literal::FromDoubles(Shape(DType::kF32, {2, 3}), {9, 7, 3, 4, 5, 6})));
+    // Moving keeps the borrow.
+    Literal moved = std::move(buf->literal());
+    EXPECT_TRUE(moved.is_borrowed());
+  }
+  EXPECT_TRUE(watch.expired());
+  EXPECT_FALSE(Buffer::Borrow(Shape::Tuple({}), nullptr, nullptr).ok());
+}
+
+TEST(BufferTest, ExternalBytesShareTheCounters) {
+  ResetPeakBufferBytes();
+  const BufferStats before = GetBufferStats();
+  NoteExternalBytes(1000);
+  EXPECT_EQ(GetBufferStats().bytes_in_use, before.bytes_in_use + 1000);
+  EXPECT_GE(GetBufferStats().peak_bytes_in_use, before.bytes_in_use + 1000);
+  NoteExternalBytes(-1000);
+  EXPECT_EQ(GetBufferStats().bytes_in_use, before.bytes_in_use);
+}
+
 }  // namespace
 }  // namespace ember

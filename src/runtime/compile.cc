@@ -303,7 +303,10 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
                                " has no extern kernel name (custom-call without ",
                                kCustomCallTargetAttr, ")");
       }
-      auto kernel = ExternRegistry::Global().Lookup(step.kernel_name);
+      auto local = options.externs.find(step.kernel_name);
+      auto kernel = local != options.externs.end()
+                        ? StatusOr<ExternKernel>(local->second)
+                        : ExternRegistry::Global().Lookup(step.kernel_name);
       if (!kernel.ok()) {
         return NotFound("compile: ", OpName(node.op), " ", NodeRef(node.id),
                         ": no extern kernel named '", step.kernel_name, "' is registered");

@@ -280,19 +280,25 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
   for (size_t si = 0; si < steps_.size(); ++si) {
     const Step& step = steps_[si];
     Status st;
-    switch (step.kind) {
-      case StepKind::kExtern:
-        st = RunExtern(step, slots);
-        break;
-      case StepKind::kInterpret:
-        st = RunInterpret(step, slots);
-        break;
-      case StepKind::kCopy:
-        st = RunCopy(step, slots, args, donated, overwritten);
-        break;
-      case StepKind::kKernel:
-        st = RunKernel(step, slots, planned);
-        break;
+    try {
+      switch (step.kind) {
+        case StepKind::kExtern:
+          st = RunExtern(step, slots);
+          break;
+        case StepKind::kInterpret:
+          st = RunInterpret(step, slots);
+          break;
+        case StepKind::kCopy:
+          st = RunCopy(step, slots, args, donated, overwritten);
+          break;
+        case StepKind::kKernel:
+          st = RunKernel(step, slots, planned);
+          break;
+      }
+    } catch (const std::bad_alloc&) {
+      // A buffer too large for the host: an error status, never an abort.
+      Status oom(StatusCode::kResourceExhausted, "out of memory allocating a buffer");
+      st = step.nodes.empty() ? oom : NameNode(graph_->node(step.nodes[0]), oom);
     }
     if (!st.ok()) {
       std::string msg = internal::StrCat(StepLabel(step, si), ": ", st.message());

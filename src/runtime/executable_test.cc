@@ -163,6 +163,27 @@ TEST(ExecutableTest, HandComputedDotPlusOne) {
   EXPECT_EQ(CountSteps(*exe, StepKind::kInterpret), 0) << exe->DebugString();
 }
 
+TEST(ExecutableTest, CompileOptionExternsArePrivateToThatCompilation) {
+  GraphBuilder b("private");
+  NodeId x = b.Parameter(0, F32({3}));
+  NodeId r = b.CustomCall("test.private-times-ten", {x}, F32({3}));
+  b.SetOutputs({r});
+  Graph g = BuildOrDie(b);
+  // Not in the global registry: NotFound without the option.
+  EXPECT_EQ(Compile(g).status().code(), StatusCode::kNotFound);
+  CompileOptions opts;
+  opts.externs["test.private-times-ten"] = [](ExternCall& c) {
+    for (int64_t i = 0; i < 3; ++i) c.outputs[0]->SetDouble(i, 10 * c.inputs[0]->GetDouble(i));
+    return OkStatus();
+  };
+  auto exe = Compile(g, opts);
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  auto out = exe->Run({FBuf({3}, {1, 2, 3})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(Values((*out)[0]->literal()), (std::vector<double>{10, 20, 30}));
+  EXPECT_FALSE(ExternRegistry::Global().Has("test.private-times-ten"));
+}
+
 TEST(ExecutableTest, TupleFromExternReadThroughGetTupleElement) {
   RegisterTestExterns();
   GraphBuilder b("split");

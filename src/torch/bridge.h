@@ -49,7 +49,17 @@ struct Metrics {
   int64_t meta_cache_misses = 0;
   int64_t early_syncs = 0;
   std::map<std::string, int64_t> fallbacks;
-  std::map<std::string, int64_t> externs;
+  std::map<std::string, int64_t> externs;  // ATen op -> executions as an extern (not lowered)
+  // Lowered backends (docs/architecture.md, "Lowering"):
+  std::map<std::string, int64_t> lowering_declined;  // ATen op -> calls a lowering declined
+  std::map<std::string, int64_t> lowering_errors;    // ATen op -> lowerings that failed (bug)
+  int64_t lowering_failed_graphs = 0;  // graphs that could not be lowered: run on `aten`
+  int64_t input_copies = 0;    // graph inputs copied to row-major (not borrowed)
+  int64_t output_copies = 0;   // results relaid out to eager's strides / offset
+  int64_t relayout_copies = 0; // extern operands relaid out to their recorded strides
+  int64_t kernel_compiles = 0; // system-compiler runs for native kernels (codegen)
+  int64_t kernel_disk_hits = 0;  // native kernels loaded from the codegen disk cache
+  int64_t donated_buffers = 0; // inputs donated to an execution (written in place)
   // Where values were read (.item(), bool(t), ...): user's "file:line" (when
   // config().record_source) -> count; "<unknown>" without a Python frame.
   std::map<std::string, int64_t> value_read_sites;
@@ -62,7 +72,8 @@ c10::Allocator* device_allocator();  // host memory, counted
 int64_t memory_allocated();
 int64_t max_memory_allocated();
 void reset_peak_memory_stats();
-bool is_device_buffer(const at::Tensor& t);  // storage from device_allocator()
+bool is_device_buffer(const at::Tensor& t);  // storage from device_allocator() or a runtime buffer
+bool is_runtime_buffer(const at::Tensor& t);  // storage is an executable's output buffer (lower.cpp)
 // A CPU tensor backed by the device allocator.
 at::Tensor alloc_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, at::ScalarType dtype,
                         int64_t storage_offset = 0);
@@ -130,6 +141,9 @@ struct Node {
   uint64_t rng_seed = 0, rng_offset = 0;
   bool seeded_default = false;    // random op without a Generator argument
   std::string source;             // user's Python file:line when traced
+  // Per schema return: -1 one tensor, n >= 0 a list of n, -2 undefined, -3 an alias
+  // of a (written) argument. Empty: every output defined, in order.
+  std::vector<int> ret_shape;
   uint64_t seq = 0;               // trace order (op nodes): sync runs ops in this order
   const char* name() const;
 };
@@ -196,8 +210,12 @@ struct Config {
   std::atomic<int64_t> recompile_warn_limit{8};
   std::atomic<bool> record_source{true};
   std::atomic<bool> log_recompiles{true};
+  // 0 cpu (lowered, native kernels), 1 interpreter (lowered, reference
+  // interpreter), 2 aten (one ATen step per node). Initial value: $EMBER_BACKEND.
+  std::atomic<int> backend{0};
 };
 Config& config();
+int backend_from_env();  // $EMBER_BACKEND: cpu (default), interpreter, aten (lower.cpp)
 
 void sync(const std::string& reason);
 void maybe_sync_early();

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include "bridge.h"
+#include "lower.h"
 
 namespace ember_torch {
 
@@ -13,6 +14,7 @@ void initialize() {
   std::call_once(once, [] {
     c10::register_privateuse1_backend("ember");
     register_kernels();
+    register_aten_externs();
     // Without Python's handlers, ember's warnings go through c10's warning handler
     // (stderr by default); Python's _init replaces these.
     if (!g_warn_hook) g_warn_hook = [](const std::string& msg) { TORCH_WARN(msg); };

@@ -1,5 +1,6 @@
 // Device registration: allocator (counted host memory), generator, guard, hooks.
 #include "bridge.h"
+#include "ember/runtime/buffer.h"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -29,19 +30,17 @@ void Metrics::clear() {
   fallbacks.clear();
   externs.clear();
   value_read_sites.clear();
+  lowering_declined.clear();
+  lowering_errors.clear();
+  lowering_failed_graphs = input_copies = output_copies = relayout_copies = 0;
+  kernel_compiles = kernel_disk_hits = donated_buffers = 0;
 }
 
 // ---------------------------------------------------------------- memory
 namespace {
-std::atomic<int64_t> g_allocated{0};
-std::atomic<int64_t> g_peak{0};
-
-void note_alloc(int64_t n) {
-  int64_t now = g_allocated.fetch_add(n) + n;
-  int64_t peak = g_peak.load();
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
-  }
-}
+// Device data is counted in the runtime's buffer counters (ember/runtime/buffer.h), so
+// one figure covers tensors' device buffers and the executables' own buffers.
+void note_alloc(int64_t n) { ember::NoteExternalBytes(n); }
 
 struct Block {
   void* ptr;
@@ -50,7 +49,7 @@ struct Block {
 
 void delete_block(void* ctx) {
   auto* b = static_cast<Block*>(ctx);
-  g_allocated.fetch_sub(static_cast<int64_t>(b->size));
+  ember::NoteExternalBytes(-static_cast<int64_t>(b->size));
   c10::free_cpu(b->ptr);
   delete b;
 }
@@ -127,11 +126,11 @@ static c10::Allocator* pinned_allocator() {
   return &a;
 }
 bool is_device_buffer(const at::Tensor& t) {
-  return t.storage().data_ptr().get_deleter() == &delete_block;
+  return t.storage().data_ptr().get_deleter() == &delete_block || is_runtime_buffer(t);
 }
-int64_t memory_allocated() { return g_allocated.load(); }
-int64_t max_memory_allocated() { return g_peak.load(); }
-void reset_peak_memory_stats() { g_peak.store(g_allocated.load()); }
+int64_t memory_allocated() { return ember::GetBufferStats().bytes_in_use; }
+int64_t max_memory_allocated() { return ember::GetBufferStats().peak_bytes_in_use; }
+void reset_peak_memory_stats() { ember::ResetPeakBufferBytes(); }
 
 at::Tensor alloc_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, at::ScalarType dtype,
                         int64_t storage_offset) {

@@ -9,6 +9,7 @@
 
 #include "bridge.h"
 #include "dtype_map.h"
+#include "lower.h"
 
 namespace py = pybind11;
 using namespace ember_torch;
@@ -100,6 +101,7 @@ at::Tensor inner_of(const at::Tensor& t) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ember: lazy tensors for PyTorch (C++ bridge)";
   register_kernels();
+  register_aten_externs();
 
   m.def("_init", [](std::vector<std::string> prefixes, py::object warn, py::object log) {
     g_internal_prefixes = std::move(prefixes);
@@ -142,9 +144,37 @@ PYBIND11_MODULE(_C, m) {
     d["meta_cache_hits"] = mt.meta_cache_hits;
     d["meta_cache_misses"] = mt.meta_cache_misses;
     d["early_syncs"] = mt.early_syncs;
+    d["lowering_declined"] = mt.lowering_declined;
+    d["lowering_errors"] = mt.lowering_errors;
+    d["lowering_failed_graphs"] = mt.lowering_failed_graphs;
+    d["input_copies"] = mt.input_copies;
+    d["output_copies"] = mt.output_copies;
+    d["relayout_copies"] = mt.relayout_copies;
+    d["kernel_compiles"] = mt.kernel_compiles;
+    d["kernel_disk_hits"] = mt.kernel_disk_hits;
+    d["donated_buffers"] = mt.donated_buffers;
+    return d;
+  });
+  m.def("last_graph", []() {
+    GraphStats s = last_graph();
+    py::dict d;
+    d["backend"] = s.backend;
+    d["lazy_ops"] = s.lazy_ops;
+    d["lowered_ops"] = s.lowered_ops;
+    d["extern_ops"] = s.extern_ops;
+    d["kernels"] = s.kernels;
+    d["interpreted"] = s.interpreted;
+    d["extern_steps"] = s.extern_steps;
+    d["core_nodes"] = s.core_nodes;
+    d["parameters"] = s.parameters;
+    d["externs"] = s.externs;
+    d["core_externs"] = s.core_externs;
+    d["declined"] = s.declined;
+    d["lowering_errors"] = s.lowering_errors;
     return d;
   });
   m.def("clear_counters", []() { metrics().clear(); });
+  m.def("get_backend", []() { return std::string(backend_name(config().backend.load())); });
 
   m.def("memory_allocated", &memory_allocated);
   m.def("max_memory_allocated", &max_memory_allocated);
@@ -156,6 +186,12 @@ PYBIND11_MODULE(_C, m) {
     else if (key == "recompile_warn_limit") c.recompile_warn_limit = v.cast<int64_t>();
     else if (key == "record_source") c.record_source = v.cast<bool>();
     else if (key == "log_recompiles") c.log_recompiles = v.cast<bool>();
+    else if (key == "donate_buffers") donate_buffers() = v.cast<bool>();
+    else if (key == "backend") {
+      int b = parse_backend(v.cast<std::string>());
+      if (b < 0) throw py::value_error("ember.config.backend must be 'cpu', 'interpreter' or 'aten'");
+      c.backend = b;
+    }
     else throw py::key_error("unknown ember config key: " + key);
   });
 

@@ -1,6 +1,9 @@
 // Sync: one graph from the pending values of all live tensors, a structural hash, an
 // in-memory cache of executables, execution as ATen extern steps over slots.
 #include "bridge.h"
+#include "lazy_graph.h"
+#include "lower.h"
+#include "ember/codegen/cpu.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -63,6 +66,8 @@ void hash_meta(const TensorMeta& m, std::vector<int64_t>& t) {
   t.push_back(m.offset);
 }
 
+}  // namespace
+
 int64_t scalar_tag(const c10::IValue& v) {
   if (v.isDouble()) return 1;
   if (v.isInt()) return 2;
@@ -71,18 +76,9 @@ int64_t scalar_tag(const c10::IValue& v) {
   return 5;
 }
 
-// ---------------------------------------------------------------- graph
-struct Graph {
-  std::vector<Node*> ops;                 // op nodes, topological order
-  std::vector<at::Tensor> inputs;         // tensor inputs (data, host), slot order
-  std::vector<c10::IValue> scalars;       // scalar inputs
-  std::vector<int> output_slots;          // per root
-  std::vector<int64_t> tokens;            // canonical structure
-  std::unordered_map<const Node*, int> first_slot;  // slot of output 0 of each node
-  int num_slots = 0;
-  uint64_t hash = 0;
-};
+namespace {
 
+// ---------------------------------------------------------------- graph
 uint64_t hash_tokens(const std::vector<int64_t>& v) {
   uint64_t h = 1469598103934665603ULL;
   for (int64_t x : v) {
@@ -93,9 +89,9 @@ uint64_t hash_tokens(const std::vector<int64_t>& v) {
   return h;
 }
 
-int slot_of(const Graph& g, const Value& v) { return g.first_slot.at(v.node.get()) + v.index; }
+}  // namespace
 
-void build_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Graph& g) {
+void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, LazyGraph& g) {
   std::unordered_map<const c10::TensorImpl*, int> data_slots;
   std::unordered_set<const Node*> visited;
   // Iterative post-order DFS.
@@ -107,18 +103,25 @@ void build_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Graph& g)
       auto it = data_slots.find(key);
       if (it != data_slots.end()) {
         g.first_slot[n] = it->second;
+        for (size_t i = 0; i < g.input_slots.size(); ++i) {
+          if (g.input_slots[i] == it->second) g.input_nodes[i]++;
+        }
         return;
       }
       int s = g.num_slots++;
       data_slots[key] = s;
       g.first_slot[n] = s;
       g.inputs.push_back(n->data);
+      g.input_slots.push_back(s);
+      g.input_nodes.push_back(1);
       t.push_back(-1);
       hash_meta(n->outputs[0], t);
     } else {
       int s = g.num_slots++;
       g.first_slot[n] = s;
       g.inputs.push_back(n->data);
+      g.input_slots.push_back(s);
+      g.input_nodes.push_back(0);  // host snapshot: never donated
       t.push_back(-2);
       hash_meta(n->outputs[0], t);
       t.push_back(n->data.unsafeGetTensorImpl()->is_wrapped_number());
@@ -218,31 +221,9 @@ void build_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Graph& g)
   g.hash = hash_tokens(t);
 }
 
-// ---------------------------------------------------------------- executable
-struct Step {
-  explicit Step(c10::OperatorHandle o) : op(std::move(o)) {}
-  c10::OperatorHandle op;
-  std::optional<c10::OperatorHandle> out_op;  // `.out` overload writing into our buffers
-  std::vector<c10::IValue> args;              // template
-  std::vector<ArgKind> kinds;
-  std::vector<std::vector<int>> refs;         // slots / scalar indices per argument
-  std::vector<int> written;
-  std::vector<int> out_slots;
-  std::vector<TensorMeta> out_metas;
-  std::vector<bool> out_view;
-  int seed_idx = -1;                          // seeded_default: (seed, offset) scalars
-  std::vector<int> release;                   // slots whose last use is this step
-  std::string name;
-};
+namespace {
 
-struct Executable {
-  std::vector<int64_t> tokens;
-  int num_slots = 0;
-  int num_inputs = 0;
-  std::vector<Step> steps;
-  std::vector<int> output_slots;
-};
-
+// ---------------------------------------------------------------- ATen steps
 // `.out` kernels that resize their output internally (e.g. mse_loss.out computes into
 // `out` at another shape first) warn about the resize; such overloads are dropped, and
 // the step that saw the warning reruns through the functional op.
@@ -252,6 +233,11 @@ std::unordered_set<const c10::FunctionSchema*> g_bad_out;
 bool out_overload_ok(const c10::OperatorHandle& h) {
   std::lock_guard<std::mutex> l(g_bad_out_mu);
   return !g_bad_out.count(&h.schema());
+}
+
+void mark_bad_out(const c10::OperatorHandle& h) {
+  std::lock_guard<std::mutex> l(g_bad_out_mu);
+  g_bad_out.insert(&h.schema());
 }
 
 struct ResizeWarningFilter : c10::WarningHandler {
@@ -304,7 +290,35 @@ std::optional<c10::OperatorHandle> find_out_overload(const c10::OperatorHandle& 
   return std::nullopt;
 }
 
-std::shared_ptr<Executable> compile(const Graph& g) {
+at::Tensor conform(const at::Tensor& r, const TensorMeta& m, bool view, bool* copied) {
+  bool same = r.sizes().vec() == m.sizes && r.strides().vec() == m.strides &&
+              r.scalar_type() == m.dtype;
+  if (view) {
+    if (same && r.storage_offset() == m.offset) return r;
+  } else if (same && (r.storage_offset() == m.offset) && is_device_buffer(r)) {
+    return r;
+  }
+  at::Tensor b = alloc_buffer(m.sizes, m.strides, m.dtype, m.offset);
+  b.copy_(r);
+  *copied = true;
+  return b;
+}
+
+at::Generator cpu_gen(uint64_t seed, uint64_t offset) {
+  uint64_t s = seed ^ (offset * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL);
+  return at::make_generator<at::CPUGeneratorImpl>(s);
+}
+
+// The aten backend's executable: one step per lazy op node over numbered slots.
+struct Executable {
+  std::vector<int64_t> tokens;
+  int num_slots = 0;
+  int num_inputs = 0;
+  std::vector<AtenStep> steps;
+  std::vector<int> output_slots;
+};
+
+std::shared_ptr<Executable> compile(const LazyGraph& g) {
   auto ex = std::make_shared<Executable>();
   ex->tokens = g.tokens;
   ex->num_slots = g.num_slots;
@@ -312,44 +326,10 @@ std::shared_ptr<Executable> compile(const Graph& g) {
   ex->output_slots = g.output_slots;
   int scalar_idx = 0;
   for (Node* n : g.ops) {
-    Step st(*n->op);
-    st.name = n->op->schema().name();
-    if (!n->op->schema().overload_name().empty()) st.name += "." + n->op->schema().overload_name();
-    st.out_op = find_out_overload(*n->op, *n);
-    st.args = n->args;
-    st.written = n->written;
-    for (size_t i = 0; i < n->specs.size(); ++i) {
-      const auto& sp = n->specs[i];
-      st.kinds.push_back(sp.kind);
-      std::vector<int> refs;
-      switch (sp.kind) {
-        case ArgKind::kTensor:
-        case ArgKind::kTensorList:
-        case ArgKind::kOptTensorList:
-          for (int o : sp.operands) refs.push_back(o < 0 ? -1 : slot_of(g, n->operands[o]));
-          break;
-        case ArgKind::kScalar: refs.push_back(scalar_idx++); break;
-        case ArgKind::kScalarList: {
-          size_t len = n->args[i].toList().size();
-          for (size_t j = 0; j < len; ++j) refs.push_back(scalar_idx++);
-          break;
-        }
-        case ArgKind::kGenerator:
-          refs.push_back(scalar_idx);
-          scalar_idx += 2;
-          break;
-        default: break;
-      }
-      st.refs.push_back(std::move(refs));
-    }
-    if (n->seeded_default) {
-      st.seed_idx = scalar_idx;
-      scalar_idx += 2;
-    }
+    AtenStep st = make_aten_step(
+        *n, [&](int o) { return slot_of(g, n->operands[o]); }, &scalar_idx);
     int first = g.first_slot.at(n);
     for (size_t k = 0; k < n->outputs.size(); ++k) st.out_slots.push_back(first + static_cast<int>(k));
-    st.out_metas = n->outputs;
-    st.out_view = n->output_is_view;
     ex->steps.push_back(std::move(st));
   }
   // Liveness: a slot is dropped after its last reader (or right after its producer
@@ -357,7 +337,7 @@ std::shared_ptr<Executable> compile(const Graph& g) {
   // what eager would hold at that point, not every intermediate of the graph.
   std::vector<int> last(ex->num_slots, -1);
   for (size_t i = 0; i < ex->steps.size(); ++i) {
-    const Step& st = ex->steps[i];
+    const AtenStep& st = ex->steps[i];
     for (int s : st.out_slots) last[s] = static_cast<int>(i);
     for (size_t a = 0; a < st.kinds.size(); ++a) {
       auto k = st.kinds[a];
@@ -372,29 +352,190 @@ std::shared_ptr<Executable> compile(const Graph& g) {
   return ex;
 }
 
-bool is_our_buffer(const at::Tensor& t) { return is_device_buffer(t); }
+}  // namespace
 
-at::Tensor conform(const at::Tensor& r, const TensorMeta& m, bool view, bool* copied) {
-  bool same = r.sizes().vec() == m.sizes && r.strides().vec() == m.strides &&
-              r.scalar_type() == m.dtype;
-  if (view) {
-    if (same && r.storage_offset() == m.offset) return r;
-  } else if (same && (r.storage_offset() == m.offset) && is_our_buffer(r)) {
-    return r;
+AtenStep make_aten_step(const Node& n, const std::function<int(int)>& tensor_ref,
+                        int* next_scalar) {
+  AtenStep st(*n.op);
+  st.name = n.op->schema().name();
+  if (!n.op->schema().overload_name().empty()) st.name += "." + n.op->schema().overload_name();
+  st.out_op = find_out_overload(*n.op, n);
+  st.args = n.args;
+  st.written = n.written;
+  int& scalar_idx = *next_scalar;
+  for (size_t i = 0; i < n.specs.size(); ++i) {
+    const auto& sp = n.specs[i];
+    st.kinds.push_back(sp.kind);
+    std::vector<int> refs;
+    switch (sp.kind) {
+      case ArgKind::kTensor:
+      case ArgKind::kTensorList:
+      case ArgKind::kOptTensorList:
+        for (int o : sp.operands) refs.push_back(o < 0 ? -1 : tensor_ref(o));
+        break;
+      case ArgKind::kScalar: refs.push_back(scalar_idx++); break;
+      case ArgKind::kScalarList: {
+        size_t len = n.args[i].toList().size();
+        for (size_t j = 0; j < len; ++j) refs.push_back(scalar_idx++);
+        break;
+      }
+      case ArgKind::kGenerator:
+        refs.push_back(scalar_idx);
+        scalar_idx += 2;
+        break;
+      default: break;
+    }
+    st.refs.push_back(std::move(refs));
   }
-  at::Tensor b = alloc_buffer(m.sizes, m.strides, m.dtype, m.offset);
-  b.copy_(r);
-  *copied = true;
-  return b;
+  if (n.seeded_default) {
+    st.seed_idx = scalar_idx;
+    scalar_idx += 2;
+  }
+  st.out_metas = n.outputs;
+  st.out_view = n.output_is_view;
+  return st;
 }
 
-at::Generator cpu_gen(uint64_t seed, uint64_t offset) {
-  uint64_t s = seed ^ (offset * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL);
-  return at::make_generator<at::CPUGeneratorImpl>(s);
+std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, int64_t* copies) {
+  torch::jit::Stack stack;
+  stack.reserve(st.args.size() + st.out_metas.size());
+  for (size_t i = 0; i < st.args.size(); ++i) {
+    const auto& refs = st.refs[i];
+    bool written = std::find(st.written.begin(), st.written.end(), static_cast<int>(i)) != st.written.end();
+    auto get = [&](int s) -> at::Tensor {
+      at::Tensor t = io.tensor(s);
+      if (written) {  // the op mutates it: work on a copy, the input stays intact
+        at::Tensor c = alloc_buffer(t.sizes(), t.strides(), t.scalar_type(), t.storage_offset());
+        c.copy_(t);
+        return c;
+      }
+      return t;
+    };
+    switch (st.kinds[i]) {
+      case ArgKind::kPlain: stack.push_back(st.args[i]); break;
+      case ArgKind::kTensor: stack.emplace_back(refs[0] < 0 ? at::Tensor() : get(refs[0])); break;
+      case ArgKind::kTensorList: {
+        c10::List<at::Tensor> l;
+        for (int s : refs) l.push_back(get(s));
+        stack.emplace_back(std::move(l));
+        break;
+      }
+      case ArgKind::kOptTensorList: {
+        c10::List<std::optional<at::Tensor>> l;
+        for (int s : refs) {
+          if (s < 0) l.push_back(std::nullopt); else l.push_back(get(s));
+        }
+        stack.emplace_back(std::move(l));
+        break;
+      }
+      case ArgKind::kScalar: stack.push_back(io.scalar(refs[0])); break;
+      case ArgKind::kScalarList: {
+        auto orig = st.args[i].toList();
+        c10::impl::GenericList l(orig.elementType());
+        for (int s : refs) l.push_back(io.scalar(s));
+        stack.emplace_back(std::move(l));
+        break;
+      }
+      case ArgKind::kGenerator:
+        stack.emplace_back(cpu_gen(static_cast<uint64_t>(io.scalar(refs[0]).toInt()),
+                                   static_cast<uint64_t>(io.scalar(refs[0] + 1).toInt())));
+        break;
+      case ArgKind::kDevice: stack.emplace_back(c10::Device(at::kCPU)); break;
+    }
+  }
+  std::vector<at::Tensor> results;
+  // Written arguments (copied above) are the first outputs.
+  std::vector<at::Tensor> written_ts;
+  for (int w : st.written) {
+    const auto& v = stack[w];
+    if (v.isTensor()) written_ts.push_back(v.toTensor());
+    else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorList()) written_ts.push_back(t);
+  }
+  std::optional<at::Tensor> saved_rng;
+  if (st.seed_idx >= 0) {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> l(gen.mutex());
+    saved_rng = gen.get_state();
+    uint64_t seed = static_cast<uint64_t>(io.scalar(st.seed_idx).toInt());
+    uint64_t off = static_cast<uint64_t>(io.scalar(st.seed_idx + 1).toInt());
+    gen.set_current_seed(seed ^ (off * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
+  }
+  struct RestoreRng {
+    std::optional<at::Tensor>& s;
+    ~RestoreRng() {
+      if (!s) return;
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> l(gen.mutex());
+      gen.set_state(*s);
+    }
+  } restore_rng{saved_rng};
+  bool use_out = st.out_op.has_value() && out_overload_ok(*st.out_op);
+  std::vector<bool> preset(st.out_metas.size(), false);
+  if (use_out) {
+    std::vector<at::Tensor> outs;
+    for (size_t k = 0; k < st.out_metas.size(); ++k) {
+      const auto& m = st.out_metas[k];
+      at::Tensor given = io.out_buffer ? io.out_buffer(k) : at::Tensor();
+      if (given.defined()) {
+        outs.push_back(given);
+        preset[k] = true;
+      } else {
+        outs.push_back(alloc_buffer(m.sizes, m.strides, m.dtype, m.offset));
+      }
+    }
+    torch::jit::Stack saved = stack;
+    for (const auto& o : outs) stack.emplace_back(o);
+    ResizeWarningFilter filter(c10::WarningUtils::get_warning_handler());
+    bool failed_resize = false;
+    try {
+      c10::WarningUtils::WarningHandlerGuard guard(&filter);
+      st.out_op->callBoxed(&stack);
+    } catch (const c10::Error&) {
+      // A preallocated (non-resizable) output that the kernel tried to resize:
+      // drop the overload and run the functional op instead.
+      if (!filter.resized) throw;
+      failed_resize = true;
+    }
+    // The kernel resized our buffer (it computes at another shape first, e.g.
+    // binary_cross_entropy.out): the result is not in the planned buffer. Run the
+    // functional op instead, now and from now on.
+    if (filter.resized) mark_bad_out(*st.out_op);
+    if (failed_resize || filter.resized) {
+      stack = std::move(saved);
+      use_out = false;
+      preset.assign(preset.size(), false);
+    } else {
+      results = outs;
+    }
+  }
+  if (!use_out) {
+    st.op.callBoxed(&stack);
+    results = written_ts;
+    const auto& rets = st.op.schema().returns();
+    for (size_t r = 0; r < rets.size(); ++r) {
+      const auto* ai = rets[r].alias_info();
+      if (ai && ai->isWrite()) continue;
+      const auto& v = stack[r];
+      if (v.isTensor()) {
+        if (v.toTensor().defined()) results.push_back(v.toTensor());
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList()) results.push_back(t);
+      }
+    }
+  }
+  TORCH_INTERNAL_ASSERT(results.size() == st.out_metas.size(), "ember: ", st.name, " produced ",
+                        results.size(), " tensors, expected ", st.out_metas.size());
+  for (size_t k = 0; k < results.size(); ++k) {
+    if (preset[k]) continue;
+    bool copied = false;
+    results[k] = conform(results[k], st.out_metas[k], st.out_view[k], &copied);
+    if (copied && !st.out_view[k]) ++*copies;
+  }
+  return results;
 }
 
-[[noreturn]] void rethrow_at(const std::exception& e, const Step& st, const Node* n) {
-  std::string where = "ember: error while running " + st.name;
+[[noreturn]] void rethrow_at(const std::exception& e, const std::string& op_name, const Node* n) {
+  std::string where = "ember: error while running " + op_name;
   if (n) {
     where += " on (";
     for (size_t i = 0; i < n->operands.size(); ++i) {
@@ -420,9 +561,42 @@ at::Generator cpu_gen(uint64_t seed, uint64_t offset) {
   throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + e.what());
 }
 
+std::vector<bool> donatable_inputs(const LazyGraph& g) {
+  std::vector<bool> d(g.inputs.size(), false);
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const at::Tensor& t = g.inputs[i];
+    if (g.input_nodes[i] <= 0 || !t.defined() || !t.has_storage() || !is_device_buffer(t)) continue;
+    // References: g.inputs[i] plus the leaf nodes' data; nothing else (no live state,
+    // view, data_of() result or autograd save) may hold the tensor or its storage.
+    d[i] = t.use_count() == 1 + g.input_nodes[i] && t.storage().use_count() == 1;
+  }
+  return d;
+}
+
+std::string error_text(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::Error& ce) {
+    return ce.what_without_backtrace();
+  } catch (const std::exception& se) {
+    return se.what();
+  }
+  return "unknown error";
+}
+
+namespace {
+
 // ---------------------------------------------------------------- cache + call sites
 std::mutex g_cache_mu;
-std::unordered_map<uint64_t, std::vector<std::shared_ptr<Executable>>> g_cache;
+// One compiled graph: the aten backend's step list, or a lowered core executable.
+struct CacheEntry {
+  int backend = 0;
+  std::vector<int64_t> tokens;
+  std::shared_ptr<Executable> aten;
+  std::shared_ptr<LoweredProgram> lowered;
+  GraphStats stats;
+};
+std::unordered_map<uint64_t, std::vector<std::shared_ptr<CacheEntry>>> g_cache;
 struct SiteInfo {
   std::unordered_set<uint64_t> graphs;
   std::vector<std::string> last_ops;
@@ -444,7 +618,7 @@ std::string meta_str(const TensorMeta& m) {
   return os.str();
 }
 
-std::string graph_text(const Graph& g) {
+std::string graph_text(const LazyGraph& g) {
   std::ostringstream os;
   os << "# ember lazy graph " << std::hex << g.hash << std::dec << ": " << g.ops.size() << " ops, "
      << g.inputs.size() << " tensor inputs, " << g.scalars.size() << " scalar inputs\n";
@@ -496,7 +670,7 @@ std::string graph_text(const Graph& g) {
   return os.str();
 }
 
-void log_recompile(const std::string& site, const Graph& g) {
+void log_recompile(const std::string& site, const LazyGraph& g) {
   if (site.empty()) return;
   std::vector<std::string> ops, ins;
   for (const Node* n : g.ops) ops.push_back(n->op->schema().name() + "->" + meta_str(n->outputs[0]));
@@ -534,10 +708,12 @@ void log_recompile(const std::string& site, const Graph& g) {
 }
 
 // ---------------------------------------------------------------- disk cache
-// Entries are the canonical token list of a lazy graph, named by its hash, under
-// $EMBER_CACHE_DIR (default ~/.cache/ember)/lazy-v1/. A hit is verified against the
-// stored tokens. Until lowering lands, an executable is rebuilt from the graph in
-// microseconds, so a disk hit skips the (future) lowering + codegen, not the step list.
+// Entries are the canonical token list of a lazy graph, named by its hash and backend,
+// under $EMBER_CACHE_DIR (default ~/.cache/ember)/lazy-v1-torchX.Y/. A hit is verified
+// against the stored tokens. A hit still lowers the graph and compiles it with the core
+// runtime (milliseconds); the expensive part, the native kernels, comes from the code
+// generator's own disk cache (ember/codegen/cpu.h), so a second process runs no system
+// compiler (metrics: kernel_compiles == 0).
 std::string cache_dir() {
   const char* d = std::getenv("EMBER_CACHE_DIR");
   std::string base;
@@ -551,16 +727,16 @@ std::string cache_dir() {
   return base + "/lazy-v1-torch" + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
 }
 
-std::string cache_path(const Graph& g) {
+std::string cache_path(const LazyGraph& g, int backend) {
   std::string dir = cache_dir();
   if (dir.empty()) return "";
   std::ostringstream os;
-  os << dir << "/" << std::hex << g.hash << ".graph";
+  os << dir << "/" << std::hex << g.hash << "." << backend_name(backend) << ".graph";
   return os.str();
 }
 
-bool disk_cache_lookup(const Graph& g) {
-  std::string p = cache_path(g);
+bool disk_cache_lookup(const LazyGraph& g, int backend) {
+  std::string p = cache_path(g, backend);
   if (p.empty()) return false;
   std::ifstream f(p, std::ios::binary);
   if (!f) return false;
@@ -574,8 +750,8 @@ bool disk_cache_lookup(const Graph& g) {
   return tokens == g.tokens;
 }
 
-void disk_cache_store(const Graph& g) {
-  std::string p = cache_path(g);
+void disk_cache_store(const LazyGraph& g, int backend) {
+  std::string p = cache_path(g, backend);
   if (p.empty()) return;
   std::string dir = p.substr(0, p.rfind('/'));
   std::string cmd_dir = dir;
@@ -601,18 +777,7 @@ void disk_cache_store(const Graph& g) {
   std::rename(tmp.c_str(), p.c_str());  // atomic: readers never see a partial entry
 }
 
-std::string error_text(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const c10::Error& ce) {
-    return ce.what_without_backtrace();
-  } catch (const std::exception& se) {
-    return se.what();
-  }
-  return "unknown error";
-}
-
-void dump_graph(const Graph& g) {
+void dump_graph(const LazyGraph& g) {
   const char* dir = std::getenv("EMBER_DEBUG_DIR");
   if (!dir || !*dir) return;
   std::ostringstream name;
@@ -621,75 +786,18 @@ void dump_graph(const Graph& g) {
   if (f) f << graph_text(g);
 }
 
-}  // namespace
-
-void sync(const std::string& reason) {
-  std::lock_guard<std::mutex> sync_lock(g_sync_mu);
-  auto roots = pending_states();
-  add_pending_ops(-1);
-  if (roots.empty()) return;
-  g_sync_generation.fetch_add(1);
-  Graph g;
-  build_graph(roots, g);
-
-  std::shared_ptr<Executable> ex;
-  bool hit = false;
-  {
-    std::lock_guard<std::mutex> lk(g_cache_mu);
-    auto it = g_cache.find(g.hash);
-    if (it != g_cache.end()) {
-      for (auto& e : it->second) {
-        if (e->tokens == g.tokens) {  // never trust the hash alone
-          ex = e;
-          hit = true;
-          break;
-        }
-      }
-    }
-  }
-  bool disk_hit = false;
-  if (!ex) disk_hit = disk_cache_lookup(g);
-  if (!ex) {
-    auto t0 = std::chrono::steady_clock::now();
-    ex = compile(g);
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::string site = current_source();
-    {
-      std::lock_guard<std::mutex> lk(g_cache_mu);
-      g_cache[g.hash].push_back(ex);
-      log_recompile(site, g);
-    }
-    dump_graph(g);
-    if (!disk_hit) disk_cache_store(g);
-    std::lock_guard<std::mutex> mg(metrics().mu);
-    if (disk_hit) {
-      metrics().disk_cache_hits++;
-    } else {
-      metrics().graphs_compiled++;
-    }
-    metrics().compile_seconds += dt;
-  }
-  {
-    std::lock_guard<std::mutex> mg(metrics().mu);
-    metrics().syncs++;
-    if (hit) metrics().memory_cache_hits++;
-  }
-
-  // Execute.
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<at::Tensor> slots(ex->num_slots);
-  // Leaves were assigned slots in visitation order, interleaved with op outputs.
-  for (const auto& kv : g.first_slot) {
-    if (kv.first->kind != NodeKind::kOp) slots[kv.second] = kv.first->data;
-  }
+// Runs the aten backend's executable: one ATen step per node. A failing step poisons
+// its outputs; independent steps still run, so every tensor that does not depend on
+// the failure stays readable.
+void run_aten(const Executable& ex, const LazyGraph& g, std::vector<at::Tensor>& outputs,
+              std::vector<bool>& root_failed, std::exception_ptr& first_error) {
+  std::vector<at::Tensor> slots(ex.num_slots);
+  for (size_t i = 0; i < g.inputs.size(); ++i) slots[g.input_slots[i]] = g.inputs[i];
   std::map<std::string, int64_t> extern_counts;
   int64_t copies = 0;
-  // A failing step poisons its outputs; independent steps still run, so every tensor
-  // that does not depend on the failure stays readable.
-  std::vector<bool> failed(ex->num_slots, false);
-  std::exception_ptr first_error;
-  for (size_t si = 0; si < ex->steps.size(); ++si) {
-    const Step& st = ex->steps[si];
+  std::vector<bool> failed(ex.num_slots, false);
+  for (size_t si = 0; si < ex.steps.size(); ++si) {
+    const AtenStep& st = ex.steps[si];
     const Node* node = g.ops[si];
     bool poisoned = false;
     for (size_t i = 0; i < st.kinds.size() && !poisoned; ++i) {
@@ -704,131 +812,17 @@ void sync(const std::string& reason) {
       continue;
     }
     try {
-      torch::jit::Stack stack;
-      stack.reserve(st.args.size() + st.out_metas.size());
-      for (size_t i = 0; i < st.args.size(); ++i) {
-        const auto& refs = st.refs[i];
-        bool written = std::find(st.written.begin(), st.written.end(), static_cast<int>(i)) != st.written.end();
-        auto get = [&](int s) -> at::Tensor {
-          at::Tensor t = slots[s];
-          if (written) {
-            at::Tensor c = alloc_buffer(t.sizes(), t.strides(), t.scalar_type(), t.storage_offset());
-            c.copy_(t);
-            return c;
-          }
-          return t;
-        };
-        switch (st.kinds[i]) {
-          case ArgKind::kPlain: stack.push_back(st.args[i]); break;
-          case ArgKind::kTensor: stack.emplace_back(refs[0] < 0 ? at::Tensor() : get(refs[0])); break;
-          case ArgKind::kTensorList: {
-            c10::List<at::Tensor> l;
-            for (int s : refs) l.push_back(get(s));
-            stack.emplace_back(std::move(l));
-            break;
-          }
-          case ArgKind::kOptTensorList: {
-            c10::List<std::optional<at::Tensor>> l;
-            for (int s : refs) {
-              if (s < 0) l.push_back(std::nullopt); else l.push_back(get(s));
-            }
-            stack.emplace_back(std::move(l));
-            break;
-          }
-          case ArgKind::kScalar: stack.push_back(g.scalars[refs[0]]); break;
-          case ArgKind::kScalarList: {
-            auto orig = node->args[i].toList();
-            c10::impl::GenericList l(orig.elementType());
-            for (int s : refs) l.push_back(g.scalars[s]);
-            stack.emplace_back(std::move(l));
-            break;
-          }
-          case ArgKind::kGenerator:
-            stack.emplace_back(cpu_gen(static_cast<uint64_t>(g.scalars[refs[0]].toInt()),
-                                       static_cast<uint64_t>(g.scalars[refs[0] + 1].toInt())));
-            break;
-          case ArgKind::kDevice: stack.emplace_back(c10::Device(at::kCPU)); break;
-        }
-      }
-      std::vector<at::Tensor> results;
-      // Written arguments (cloned above) are the first outputs.
-      std::vector<at::Tensor> written_ts;
-      for (int w : st.written) {
-        const auto& v = stack[w];
-        if (v.isTensor()) written_ts.push_back(v.toTensor());
-        else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorList()) written_ts.push_back(t);
-      }
-      std::optional<at::Tensor> saved_rng;
-      if (st.seed_idx >= 0) {
-        auto gen = at::detail::getDefaultCPUGenerator();
-        std::lock_guard<std::mutex> l(gen.mutex());
-        saved_rng = gen.get_state();
-        uint64_t seed = static_cast<uint64_t>(g.scalars[st.seed_idx].toInt());
-        uint64_t off = static_cast<uint64_t>(g.scalars[st.seed_idx + 1].toInt());
-        gen.set_current_seed(seed ^ (off * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
-      }
-      struct RestoreRng {
-        std::optional<at::Tensor>& s;
-        ~RestoreRng() {
-          if (!s) return;
-          auto gen = at::detail::getDefaultCPUGenerator();
-          std::lock_guard<std::mutex> l(gen.mutex());
-          gen.set_state(*s);
-        }
-      } restore_rng{saved_rng};
-      bool use_out = st.out_op.has_value() && out_overload_ok(*st.out_op);
-      if (use_out) {
-        torch::jit::Stack inputs = stack;  // to rerun through the functional op
-        std::vector<at::Tensor> outs;
-        for (const auto& m : st.out_metas) {
-          outs.push_back(alloc_buffer(m.sizes, m.strides, m.dtype, m.offset));
-          stack.emplace_back(outs.back());
-        }
-        ResizeWarningFilter filter(c10::WarningUtils::get_warning_handler());
-        {
-          c10::WarningUtils::WarningHandlerGuard guard(&filter);
-          st.out_op->callBoxed(&stack);
-        }
-        if (filter.resized) {
-          // The kernel resized our buffer (it computes at another shape first, e.g.
-          // binary_cross_entropy.out): the result is not in the planned buffer. Run the
-          // functional op instead, now and from now on.
-          std::lock_guard<std::mutex> l(g_bad_out_mu);
-          g_bad_out.insert(&st.out_op->schema());
-          stack = std::move(inputs);
-          use_out = false;
-        } else {
-          results = outs;
-        }
-      }
-      if (!use_out) {
-        st.op.callBoxed(&stack);
-        results = written_ts;
-        const auto& rets = st.op.schema().returns();
-        for (size_t r = 0; r < rets.size(); ++r) {
-          const auto* ai = rets[r].alias_info();
-          if (ai && ai->isWrite()) continue;
-          const auto& v = stack[r];
-          if (v.isTensor()) {
-            if (v.toTensor().defined()) results.push_back(v.toTensor());
-          } else if (v.isTensorList()) {
-            for (const at::Tensor& t : v.toTensorList()) results.push_back(t);
-          }
-        }
-      }
-      TORCH_INTERNAL_ASSERT(results.size() == st.out_slots.size(), "ember: ", st.name, " produced ",
-                            results.size(), " tensors, expected ", st.out_slots.size());
-      for (size_t k = 0; k < results.size(); ++k) {
-        bool copied = false;
-        slots[st.out_slots[k]] = conform(results[k], st.out_metas[k], st.out_view[k], &copied);
-        if (copied && !st.out_view[k]) copies++;
-      }
+      AtenStepIO io;
+      io.tensor = [&](int s) { return slots[s]; };
+      io.scalar = [&](int j) { return g.scalars[j]; };
+      auto results = run_aten_step(st, io, &copies);
+      for (size_t k = 0; k < results.size(); ++k) slots[st.out_slots[k]] = results[k];
       extern_counts[st.name]++;
     } catch (const std::exception& e) {
       for (int s : st.out_slots) failed[s] = true;
       if (!first_error) {
         try {
-          rethrow_at(e, st, node);
+          rethrow_at(e, st.name, node);
         } catch (...) {
           first_error = std::current_exception();
         }
@@ -836,34 +830,206 @@ void sync(const std::string& reason) {
     }
     for (int s : st.release) slots[s] = at::Tensor();
   }
-  double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   {
     std::lock_guard<std::mutex> mg(metrics().mu);
-    metrics().execute_seconds += dt;
-    metrics().nodes_executed += static_cast<int64_t>(ex->steps.size());
+    metrics().nodes_executed += static_cast<int64_t>(ex.steps.size());
     metrics().extern_copies += copies;
     for (auto& kv : extern_counts) metrics().externs[kv.first] += kv.second;
   }
+  outputs.resize(g.output_slots.size());
+  root_failed.assign(g.output_slots.size(), false);
+  for (size_t i = 0; i < g.output_slots.size(); ++i) {
+    if (failed[g.output_slots[i]]) root_failed[i] = true;
+    else outputs[i] = slots[g.output_slots[i]];
+  }
+}
 
-  // Bind results to the tensors whose value is still the one we computed.
+GraphStats aten_stats(const LazyGraph& g) {
+  GraphStats s;
+  s.backend = "aten";
+  s.lazy_ops = static_cast<int64_t>(g.ops.size());
+  s.extern_ops = s.lazy_ops;
+  s.extern_steps = s.lazy_ops;
+  for (const Node* n : g.ops) {
+    std::string name = n->op->schema().name();
+    if (!n->op->schema().overload_name().empty()) name += "." + n->op->schema().overload_name();
+    s.externs[name]++;
+  }
+  return s;
+}
+
+// Whether root value `v` depends on op node `bad`.
+bool depends_on(const Value& v, const Node* bad) {
+  std::vector<const Node*> work{v.node.get()};
+  std::unordered_set<const Node*> seen;
+  while (!work.empty()) {
+    const Node* n = work.back();
+    work.pop_back();
+    if (n == bad) return true;
+    if (!seen.insert(n).second) continue;
+    for (const Value& o : n->operands) work.push_back(o.node.get());
+  }
+  return false;
+}
+
+void bind_results(const std::vector<std::pair<StatePtr, Value>>& roots,
+                  const std::vector<at::Tensor>& outputs, const std::vector<bool>& failed,
+                  const std::string& error, bool only_failed = false) {
   std::vector<std::optional<Value>> released;
+  std::lock_guard<std::mutex> lk(state_mutex());
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (only_failed && !failed[i]) continue;  // left pending for a later run
+    auto& s = *roots[i].first;
+    if (s.ir && *s.ir == roots[i].second) {
+      released.push_back(std::move(s.ir));
+      s.ir.reset();
+      if (failed[i]) {
+        s.error = error;
+      } else {
+        s.data = outputs[i];
+      }
+    }
+  }
+}
+
+// Compiles (or finds) and runs the graph of `roots`, binding results. Throws the first
+// error after binding every result that does not depend on it.
+void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth) {
+  LazyGraph g;
+  build_lazy_graph(roots, g);
+  const int backend = config().backend.load();
+
+  std::shared_ptr<CacheEntry> entry;
+  bool hit = false;
   {
-    std::lock_guard<std::mutex> lk(state_mutex());
-    for (size_t i = 0; i < roots.size(); ++i) {
-      auto& s = *roots[i].first;
-      if (s.ir && *s.ir == roots[i].second) {
-        released.push_back(std::move(s.ir));
-        s.ir.reset();
-        if (failed[g.output_slots[i]]) {
-          s.error = error_text(first_error);
-        } else {
-          s.data = slots[g.output_slots[i]];
+    std::lock_guard<std::mutex> lk(g_cache_mu);
+    auto it = g_cache.find(g.hash);
+    if (it != g_cache.end()) {
+      for (auto& e : it->second) {
+        if (e->backend == backend && e->tokens == g.tokens) {  // never trust the hash alone
+          entry = e;
+          hit = true;
+          break;
         }
       }
     }
   }
-  roots.clear();
+  bool disk_hit = false;
+  if (!entry) disk_hit = disk_cache_lookup(g, backend);
+  if (!entry) {
+    auto t0 = std::chrono::steady_clock::now();
+    const auto cg0 = ember::codegen::GetCodegenStats();
+    entry = std::make_shared<CacheEntry>();
+    entry->backend = backend;
+    entry->tokens = g.tokens;
+    if (backend != static_cast<int>(Backend::kAten)) {
+      std::string why;
+      entry->lowered = lower_graph(g, static_cast<Backend>(backend), &why);
+      if (!entry->lowered) {
+        if (g_warn_hook) {
+          static std::atomic<bool> warned{false};
+          if (!warned.exchange(true)) {
+            g_warn_hook("ember: a graph could not be lowered; it runs on the aten backend (" + why +
+                        "; further cases: EMBER_LOG=lowering)");
+          }
+        }
+        const char* e = std::getenv("EMBER_LOG");
+        if (e && std::strstr(e, "lowering")) std::fprintf(stderr, "ember[lowering]: graph runs on aten: %s\n", why.c_str());
+        std::lock_guard<std::mutex> mg(metrics().mu);
+        metrics().lowering_failed_graphs++;
+      }
+    }
+    if (!entry->lowered) {
+      entry->aten = compile(g);
+      entry->stats = aten_stats(g);
+    } else {
+      entry->stats = program_stats(*entry->lowered);
+    }
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto cg1 = ember::codegen::GetCodegenStats();
+    std::string site = current_source();
+    {
+      std::lock_guard<std::mutex> lk(g_cache_mu);
+      g_cache[g.hash].push_back(entry);
+      log_recompile(site, g);
+    }
+    dump_graph(g);
+    if (!disk_hit) disk_cache_store(g, backend);
+    std::lock_guard<std::mutex> mg(metrics().mu);
+    if (disk_hit) {
+      metrics().disk_cache_hits++;
+    } else {
+      metrics().graphs_compiled++;
+    }
+    metrics().compile_seconds += dt;
+    metrics().kernel_compiles += cg1.compiles - cg0.compiles;
+    metrics().kernel_disk_hits += cg1.disk_hits - cg0.disk_hits;
+    for (const auto& kv : entry->stats.declined) metrics().lowering_declined[kv.first] += kv.second;
+    for (const auto& kv : entry->stats.lowering_errors) metrics().lowering_errors[kv.first] += kv.second;
+  }
+  {
+    std::lock_guard<std::mutex> mg(metrics().mu);
+    metrics().syncs += depth == 0 ? 1 : 0;
+    if (hit) metrics().memory_cache_hits++;
+  }
+  set_last_graph(entry->stats);
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<at::Tensor> outputs;
+  std::vector<bool> failed(roots.size(), false);
+  std::exception_ptr first_error;
+  if (entry->lowered) {
+    LoweredRun r = run_lowered(*entry->lowered, g,
+                               donate_buffers().load() ? donatable_inputs(g) : std::vector<bool>());
+    if (!r.error) {
+      outputs = std::move(r.outputs);
+    } else {
+      first_error = r.error;
+      // Roots that do not depend on the failing node are computed again without it.
+      const Node* bad = r.failed_op >= 0 ? g.ops[r.failed_op] : nullptr;
+      std::vector<std::pair<StatePtr, Value>> rest;
+      for (size_t i = 0; i < roots.size(); ++i) {
+        if (r.root_failed.size() == roots.size()) failed[i] = r.root_failed[i];
+        else failed[i] = !bad || depends_on(roots[i].second, bad);
+        if (!failed[i]) rest.push_back(roots[i]);
+      }
+      outputs.assign(roots.size(), at::Tensor());
+      bind_results(roots, outputs, failed, error_text(first_error), /*only_failed=*/true);
+      double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      {
+        std::lock_guard<std::mutex> mg(metrics().mu);
+        metrics().execute_seconds += dt;
+      }
+      if (!rest.empty() && depth < 8) {
+        try {
+          sync_roots(rest, depth + 1);
+        } catch (...) {
+          // Reported already through the failed tensors' errors; the first error wins.
+        }
+      }
+      std::rethrow_exception(first_error);
+    }
+  } else {
+    run_aten(*entry->aten, g, outputs, failed, first_error);
+  }
+  double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    std::lock_guard<std::mutex> mg(metrics().mu);
+    metrics().execute_seconds += dt;
+  }
+  bind_results(roots, outputs, failed, first_error ? error_text(first_error) : std::string());
   if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace
+
+void sync(const std::string& reason) {
+  std::lock_guard<std::mutex> sync_lock(g_sync_mu);
+  auto roots = pending_states();
+  add_pending_ops(-1);
+  if (roots.empty()) return;
+  g_sync_generation.fetch_add(1);
+  sync_roots(roots, 0);
 }
 
 void maybe_sync_early() {
@@ -884,8 +1050,8 @@ void maybe_sync_early() {
 std::string graph_debug_text() {
   auto roots = pending_states();
   if (roots.empty()) return "";
-  Graph g;
-  build_graph(roots, g);
+  LazyGraph g;
+  build_lazy_graph(roots, g);
   return graph_text(g);
 }
 

@@ -24,7 +24,11 @@ std::function<void(const std::string&)> g_warn_hook;
 std::function<void(const std::string&, const std::string&)> g_log_hook;
 
 Config& config() {
-  static Config* c = new Config();
+  static Config* c = [] {
+    auto* cfg = new Config();
+    cfg->backend = backend_from_env();
+    return cfg;
+  }();
   return *c;
 }
 
@@ -1069,6 +1073,7 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   node->written = written;
   node->outputs = meta->outputs;
   node->output_is_view = meta->is_view;
+  node->ret_shape = meta->ret_shape;
   node->source = current_source();
   node->specs.resize(nargs);
   node->args.resize(nargs);

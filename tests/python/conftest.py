@@ -6,6 +6,9 @@ import torch
 
 # A fresh graph disk cache for each test session, so compile counts are deterministic.
 os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-test-cache-")
+# Native kernels (backend "cpu") at -O1: the suite tests semantics, and every new graph
+# runs the system compiler once (the cache above starts empty).
+os.environ.setdefault("EMBER_CODEGEN_FAST", "1")
 
 import ember  # noqa: E402
 

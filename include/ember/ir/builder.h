@@ -158,6 +158,14 @@ class GraphBuilder {
   const Node& node(NodeId id) const;
   int num_nodes() const;
   const Status& status() const { return status_; }
+  // Returns the recorded error (OK if none) and clears it, so building can go
+  // on after a caller-contained failure (the torch bridge: a lowering that
+  // failed falls back to an extern). Nodes added before the error stay in the
+  // graph (unused ones are removed by dce).
+  Status TakeStatus();
+  // Metadata given to every node created from now on whose own metadata is
+  // empty (e.g. "aten::gather (traced at train.py:12)"); "" stops it.
+  void SetDefaultMetadata(std::string metadata) { default_metadata_ = std::move(metadata); }
   // Returns the graph (or the first error). Every node was checked when it
   // was added (shape inference, fusion bodies, the kMaxFusionNesting bound),
   // so Build checks only what is left: parameters numbered without gaps and
@@ -170,6 +178,7 @@ class GraphBuilder {
   NodeId ArgReduce(OpKind op, NodeId x, int64_t dimension, DType index_type);
   Graph g_;
   Status status_;
+  std::string default_metadata_;
 };
 
 }  // namespace ember

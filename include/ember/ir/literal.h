@@ -6,11 +6,19 @@
 //
 // bf16/f16 elements are stored as their 16-bit patterns, pred as one byte
 // (0 or 1), complex as interleaved (re, im) pairs.
+//
+// Borrowed literals (Literal::Borrow): an array literal may view external
+// memory (e.g. a PyTorch tensor's storage) instead of owning its bytes; an
+// `owner` handle keeps that memory alive for as long as the literal (or a
+// Buffer holding it) lives. Reads and writes go to the external bytes
+// (zero-copy); copying a borrowed literal makes an owning deep copy, moving
+// it moves the borrow.
 #pragma once
 
 #include <complex>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,15 +41,30 @@ class Literal {
   static Literal FromInts(const Shape& shape, const std::vector<int64_t>& values);
   static Literal ScalarDouble(DType t, double v) { return FromDoubles(Shape(t, {}), {v}); }
   static Literal ScalarInt(DType t, int64_t v) { return FromInts(Shape(t, {}), {v}); }
+  // An array literal over `data`: shape.byte_size() bytes, dense row-major,
+  // suitably aligned for the element type, valid while `owner` lives (the
+  // literal holds `owner`). The caller must not free or resize the memory.
+  // Tuple shapes: InvalidArgument.
+  static StatusOr<Literal> Borrow(Shape shape, void* data, std::shared_ptr<void> owner);
+
+  Literal(const Literal& o);
+  Literal& operator=(const Literal& o);
+  Literal(Literal&& o) noexcept;
+  Literal& operator=(Literal&& o) noexcept;
+
+  // True for a literal made by Borrow (its bytes are external).
+  bool is_borrowed() const { return external_ != nullptr; }
 
   const Shape& shape() const { return shape_; }
   DType dtype() const { return shape_.dtype(); }
   int64_t num_elements() const { return shape_.num_elements(); }
-  int64_t size_bytes() const { return static_cast<int64_t>(bytes_.size()); }
-  void* data() { return bytes_.data(); }
-  const void* data() const { return bytes_.data(); }
-  template <typename T> T* data_as() { return reinterpret_cast<T*>(bytes_.data()); }
-  template <typename T> const T* data_as() const { return reinterpret_cast<const T*>(bytes_.data()); }
+  int64_t size_bytes() const {
+    return external_ ? external_size_ : static_cast<int64_t>(bytes_.size());
+  }
+  void* data() { return external_ ? external_ : bytes_.data(); }
+  const void* data() const { return external_ ? external_ : bytes_.data(); }
+  template <typename T> T* data_as() { return reinterpret_cast<T*>(data()); }
+  template <typename T> const T* data_as() const { return reinterpret_cast<const T*>(data()); }
 
   std::vector<Literal>& tuple_elements() { return tuple_; }
   const std::vector<Literal>& tuple_elements() const { return tuple_; }
@@ -66,6 +89,11 @@ class Literal {
   Shape shape_;
   std::vector<uint8_t> bytes_;
   std::vector<Literal> tuple_;
+  // Borrowed bytes (Borrow): external_ points at external_size_ bytes kept
+  // alive by owner_; bytes_ is then empty.
+  uint8_t* external_ = nullptr;
+  int64_t external_size_ = 0;
+  std::shared_ptr<void> owner_;
 };
 
 // One element formatted for the text form: shortest decimal that round-trips

@@ -11,7 +11,12 @@
 // bytes (a donated input, DESIGN §6) but never resize it.
 //
 // Every Buffer is counted in process-wide atomic counters (bytes in use,
-// peak bytes, live buffers), which later back `ember.memory_allocated()`.
+// peak bytes, live buffers), which back `ember.memory_allocated()`.
+//
+// Borrowed buffers (Buffer::Borrow): a buffer may view memory it does not
+// own (a PyTorch tensor's storage handed to an executable zero-copy); a
+// keep-alive `owner` handle holds that memory until the buffer dies. Such a
+// buffer accounts 0 bytes (its owner counts them, see NoteExternalBytes).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +44,11 @@ class Buffer {
   // Uninitialized() of the same shape takes it, with no allocation, zero
   // fill or page faults. Tuple shapes: zero-filled, not recycled.
   static BufferRef Uninitialized(const Shape& shape);
+  // A buffer over external memory: `data` holds shape.byte_size() bytes,
+  // dense row-major, aligned for the element type, and stays valid while
+  // `owner` lives (the buffer keeps `owner`). Steps may write into it (a
+  // donated argument). Accounts 0 bytes. Tuple shapes: InvalidArgument.
+  static StatusOr<BufferRef> Borrow(const Shape& shape, void* data, std::shared_ptr<void> owner);
 
   ~Buffer();
   Buffer(const Buffer&) = delete;
@@ -77,6 +87,10 @@ struct BufferStats {
   int64_t total_allocations = 0; // Buffers ever created
 };
 BufferStats GetBufferStats();
+// Adds `delta` bytes (negative to release) of device data held outside
+// Buffers — the torch bridge's device allocator — to bytes_in_use and the
+// peak, so one counter covers all device data.
+void NoteExternalBytes(int64_t delta);
 // Sets peak_bytes_in_use to the current bytes_in_use.
 void ResetPeakBufferBytes();
 

@@ -51,6 +51,7 @@
 // from several threads at once.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -138,6 +139,11 @@ struct CompileOptions {
   // DefaultPipeline passes, then fusion) for kCpu, DefaultPipeline() for
   // kInterpreter.
   bool optimize = false;
+  // Extern kernels private to this compilation, looked up by custom-call
+  // target name before the global ExternRegistry (the torch bridge gives
+  // each ATen extern node its own kernel closure this way, without growing
+  // the process-wide registry).
+  std::map<std::string, ExternKernel> externs;
 };
 
 struct ExecuteOptions {
@@ -151,7 +157,8 @@ class Executable {
  public:
   // args[i] is parameter i; shapes must match exactly (InvalidArgument).
   // Returns one buffer per graph output. Errors from a step keep the step's
-  // status code and read `step K (<kind> [kernel]): <op> %<node>: <message>`.
+  // status code and read `step K (<kind> [kernel]): <op> %<node>: <message>`;
+  // a failed allocation is ResourceExhausted ("out of memory ...").
   StatusOr<std::vector<BufferRef>> Run(const std::vector<BufferRef>& args,
                                        const ExecuteOptions& options = {}) const;
 

@@ -1,0 +1,74 @@
+// Lowering a lazy graph to one core IR graph and running it through the core runtime
+// (docs/architecture.md, "Lowering").
+//
+// On a graph-cache miss, every lazy op node becomes an ember::lowering::AtenCall and
+// is lowered through the LoweringTable; a node the table does not lower (no entry, a
+// declined call, or a lowering that failed) becomes a custom-call running ATen's CPU
+// kernel inside the executable. Tensor inputs are parameters borrowed zero-copy from
+// the device buffers (row-major ones), Scalar arguments and rng (seed, offset) pairs
+// are 0-d parameters fed at each run, and results are bound back with exactly eager's
+// sizes, strides and storage offset.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lazy_graph.h"
+
+namespace ember_torch {
+
+enum class Backend : int { kCpu = 0, kInterpreter = 1, kAten = 2 };
+const char* backend_name(int b);
+int parse_backend(const std::string& s);  // -1 if unknown
+
+// Per compiled graph figures (ember.metrics.last_graph()).
+struct GraphStats {
+  std::string backend;
+  int64_t lazy_ops = 0;         // lazy op nodes in the graph
+  int64_t lowered_ops = 0;      // lowered into core ops
+  int64_t extern_ops = 0;       // run as ATen custom-calls
+  int64_t kernels = 0;          // native kernel steps
+  int64_t interpreted = 0;      // interpreter steps
+  int64_t extern_steps = 0;     // extern steps (ATen custom-calls + core externs)
+  int64_t core_nodes = 0;       // nodes of the optimized core graph
+  int64_t parameters = 0;       // core graph parameters (tensors + scalars + rng)
+  std::map<std::string, int64_t> externs;        // ATen op -> custom-call steps
+  std::map<std::string, int64_t> core_externs;   // "ember.dot-general" -> steps
+  std::map<std::string, int64_t> declined;       // ATen op -> declined calls
+  std::map<std::string, int64_t> lowering_errors;  // ATen op -> failed lowerings
+};
+
+struct LoweredProgram;
+
+// Lowers and compiles `g` for `backend` (kCpu or kInterpreter). On failure returns
+// null and sets *error (the caller then runs the graph on the aten backend).
+std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend, std::string* error);
+const GraphStats& program_stats(const LoweredProgram& p);
+
+struct LoweredRun {
+  std::vector<at::Tensor> outputs;  // per root, laid out as eager reports it
+  std::exception_ptr error;         // the run failed (outputs empty)
+  int failed_op = -1;               // index into g.ops of the failing node; -1 unknown
+  // Per root: whether it depends on the failing core node (empty: unknown, then use
+  // failed_op, or fail every root if that is unknown too).
+  std::vector<bool> root_failed;
+};
+// Runs the program on this sync's inputs and scalars. `donated[i]`: input i's buffer
+// may be overwritten in place (no other live tensor refers to it).
+LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::vector<bool>& donated);
+
+// The figures of the program the last sync ran (memory or disk cache or fresh).
+void set_last_graph(const GraphStats& s);
+GraphStats last_graph();
+
+// ember.config.donate_buffers: donate inputs no live tensor refers to (a parameter
+// updated in place) so the lowered executable writes the new value into the old buffer.
+std::atomic<bool>& donate_buffers();
+
+// Registers the ATen-backed `ember.dot-general` extern kernel (mm/bmm through ATen).
+void register_aten_externs();
+
+}  // namespace ember_torch
