@@ -55,6 +55,28 @@ bool ValidDims(const std::vector<int64_t>& dims, int64_t rank) {
   return true;
 }
 
+// The shared start of a floating-point reduction of `x` over `dim` (None or
+// []: all dims): validated sorted dims, the keepdim sizes, the computation
+// dtype of `out` and x rounded to out's dtype then widened to it.
+struct FloatReduction {
+  std::vector<int64_t> dims, kept;
+  DType t = DType::kF32;
+  NodeId v = kInvalidNode;
+};
+StatusOr<FloatReduction> StartFloatReduction(GraphBuilder& b, const AtenCall& c,
+                                             const TensorArg& x,
+                                             const std::optional<std::vector<int64_t>>& dim,
+                                             const OutputMeta& out) {
+  int64_t rank = static_cast<int64_t>(x.sizes.size());
+  FloatReduction r;
+  r.dims = ReductionDims(dim, rank);
+  if (!ValidDims(r.dims, rank)) return InvalidArgument(c.op, ": dim out of range");
+  r.t = ComputeType(out.dtype);
+  r.kept = KeptSizes(x.sizes, r.dims);
+  r.v = ConvertTo(b, ConvertTo(b, x.value, out.dtype), r.t);
+  return r;
+}
+
 // Reshape to the output sizes (keepdim or not: same element order).
 NodeId Shaped(GraphBuilder& b, NodeId r, const OutputMeta& out) {
   if (b.shape(r).dims() == out.sizes) return r;
@@ -180,12 +202,11 @@ LowerResult LowerVar(GraphBuilder& b, const AtenCall& c) {
   EMBER_ASSIGN_OR_RETURN(std::optional<Val> corr, OptValAt(c, 2));
   const OutputMeta& out = c.outputs.at(0);
   if (!IsFloat(out.dtype)) return Declined("var of integers");
-  int64_t rank = static_cast<int64_t>(x.sizes.size());
-  std::vector<int64_t> dims = ReductionDims(dim, rank);
-  if (!ValidDims(dims, rank)) return InvalidArgument(c.op, ": dim out of range");
-  DType t = ComputeType(out.dtype);
-  std::vector<int64_t> kept = KeptSizes(x.sizes, dims);
-  NodeId v = ConvertTo(b, ConvertTo(b, x.value, out.dtype), t);
+  EMBER_ASSIGN_OR_RETURN(FloatReduction fr, StartFloatReduction(b, c, x, dim, out));
+  const std::vector<int64_t>& dims = fr.dims;
+  const std::vector<int64_t>& kept = fr.kept;
+  DType t = fr.t;
+  NodeId v = fr.v;
   NodeId n = Splat(b, t, static_cast<double>(CountOver(x.sizes, dims)), kept);
   NodeId mean = b.Divide(ReduceKeep(b, v, x.sizes, dims, ReduceKind::kAdd), n);
   NodeId dev = b.Subtract(v, BroadcastTo(b, mean, kept, x.sizes));
@@ -206,11 +227,11 @@ LowerResult LowerLogSumExp(GraphBuilder& b, const AtenCall& c) {
   EMBER_ASSIGN_OR_RETURN(auto dim, OptIntsAt(c, 1));
   const OutputMeta& out = c.outputs.at(0);
   if (!IsFloat(out.dtype)) return Declined("non-floating result");
-  int64_t rank = static_cast<int64_t>(x.sizes.size());
-  std::vector<int64_t> dims = ReductionDims(dim, rank);
-  DType t = ComputeType(out.dtype);
-  std::vector<int64_t> kept = KeptSizes(x.sizes, dims);
-  NodeId v = ConvertTo(b, ConvertTo(b, x.value, out.dtype), t);
+  EMBER_ASSIGN_OR_RETURN(FloatReduction fr, StartFloatReduction(b, c, x, dim, out));
+  const std::vector<int64_t>& dims = fr.dims;
+  const std::vector<int64_t>& kept = fr.kept;
+  DType t = fr.t;
+  NodeId v = fr.v;
   NodeId m = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kMaximum);
   NodeId inf = b.Compare(b.Unary(OpKind::kAbs, m), Splat(b, t, INFINITY, kept), ComparisonKind::kEq);
   m = b.Select(inf, Splat(b, t, 0, kept), m);
@@ -253,15 +274,10 @@ LowerResult LowerVectorNorm(GraphBuilder& b, const AtenCall& c) {
   EMBER_ASSIGN_OR_RETURN(auto dim, OptIntsAt(c, 2));
   const OutputMeta& out = c.outputs.at(0);
   if (!IsFloat(out.dtype)) return Declined("norm of integers");
-  int64_t rank = static_cast<int64_t>(x.sizes.size());
-  std::vector<int64_t> dims = ReductionDims(dim, rank);
-  if (!ValidDims(dims, rank)) return InvalidArgument(c.op, ": dim out of range");
-  DType t = ComputeType(out.dtype);
-  std::vector<int64_t> kept = KeptSizes(x.sizes, dims);
-  NodeId v = ConvertTo(b, ConvertTo(b, x.value, out.dtype), t);
+  EMBER_ASSIGN_OR_RETURN(FloatReduction fr, StartFloatReduction(b, c, x, dim, out));
   ord.tier = PromoTier::kWrapped;
-  NodeId o = Prepare(b, ord, t, t, kept);
-  NodeId r = VectorNorm(b, v, x.sizes, dims, o);
+  NodeId o = Prepare(b, ord, fr.t, fr.t, fr.kept);
+  NodeId r = VectorNorm(b, fr.v, x.sizes, fr.dims, o);
   return CheckOutputs(b, c, {Finish(b, Shaped(b, r, out), out)});
 }
 
