@@ -62,6 +62,12 @@ struct CodegenOptions {
   // EMBER_CODEGEN_VECTOR_MATH=0): scalar libm calls, bit-identical to the
   // interpreter, and loops calling them stay scalar.
   bool vector_math = true;
+  // CompileKernels builds the kernels it does not find cached several to a
+  // compiler run (one translation unit and shared object per batch of up to
+  // 32; each kernel keeps its own cache entry). false (or
+  // EMBER_CODEGEN_BATCH=0): one compiler run per kernel. Not part of the key:
+  // a kernel's code is the same either way.
+  bool batch_compile = true;
 };
 
 // Runs body(begin', end') over disjoint chunks covering [begin, end), each
@@ -77,6 +83,14 @@ ParallelFor ThreadParallelFor(int threads = 0);
 struct KernelSource {
   std::string name;         // ember_fused_mul_add_exp_reduce_0
   std::string code;         // complete C++ translation unit
+  // `code` without its header comment and ember_kernel_abi_version: the
+  // prelude + vector-math declarations (the same for every kernel emitted
+  // with the same vector_math), and the kernel's own part (its anonymous
+  // namespace and exported entry). CompileKernels concatenates several
+  // kernels' bodies, each in a namespace of its own, after one preamble
+  // into one translation unit.
+  std::string preamble;
+  std::string body;
   // Messages of the data errors the kernel can report (status code k > 0
   // from the generated function means error_messages[k - 1]).
   std::vector<std::string> error_messages;
@@ -116,8 +130,7 @@ class CompiledKernel {
              const ParallelFor& parallel_for = {}) const;
 
  private:
-  friend StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph&,
-                                                                 const CodegenOptions&);
+  friend class KernelBuilder;
   CompiledKernel() = default;
   KernelSource source_;
   std::string key_;
@@ -136,7 +149,10 @@ StatusOr<std::shared_ptr<CompiledKernel>> CompileKernel(const Graph& g,
 
 // Compiles the kernels of one graph: graphs[i] gets kernel index
 // options.kernel_index + i; up to `max_parallel` system-compiler runs at
-// once (<= 0: hardware concurrency). Kernels already cached are loaded.
+// once (<= 0: hardware concurrency). Kernels already cached are loaded; the
+// others are compiled in batches (CodegenOptions::batch_compile): at least
+// min(max_parallel, misses) runs, at most 32 kernels each. A batch that fails
+// to compile is retried kernel by kernel, so an error names its kernel.
 // results[i] is graphs[i]'s kernel or error.
 std::vector<StatusOr<std::shared_ptr<CompiledKernel>>> CompileKernels(
     const std::vector<const Graph*>& graphs, const CodegenOptions& options = {},
@@ -144,7 +160,8 @@ std::vector<StatusOr<std::shared_ptr<CompiledKernel>>> CompileKernels(
 
 // Process-wide counters.
 struct CodegenStats {
-  int64_t compiles = 0;        // system compiler runs that built a kernel
+  int64_t compiles = 0;        // system compiler runs that built kernels
+  int64_t kernels_built = 0;   // kernels those runs built (a batch run builds several)
   int64_t disk_hits = 0;       // kernels loaded from a verified disk-cache entry
   int64_t memory_hits = 0;     // kernels found already loaded in this process
   int64_t corrupt_entries = 0; // disk entries that failed verification (deleted, rebuilt)

@@ -184,7 +184,106 @@ TEST(CodegenCache, KernelsOfOneGraphCompileInParallel) {
   EXPECT_TRUE(ChainWorks(*ks[0].value(), a));
   EXPECT_TRUE(ChainWorks(*ks[1].value(), b));
   EXPECT_TRUE(ChainWorks(*ks[2].value(), c));
-  EXPECT_EQ(GetCodegenStats().compiles, 3);
+  // Three misses, two compiler runs at once: two batches (2 + 1 kernels).
+  EXPECT_EQ(GetCodegenStats().compiles, 2);
+  EXPECT_EQ(GetCodegenStats().kernels_built, 3);
+}
+
+// Kernels built in one batch keep per-kernel cache semantics: each has its
+// own entry (its own verified .so name, a link to the one batch object, and
+// its own standalone source beside it); a second process (here: a cleared
+// memory cache) loads every one from disk without compiling; removing one
+// entry rebuilds only that kernel; with batching off every kernel is a run.
+TEST(CodegenCache, BatchedKernelsKeepPerKernelEntries) {
+  TempDir dir;
+  ResetCodegenStats();
+  ClearKernelMemoryCache();
+  std::vector<Graph> gs;
+  for (int i = 0; i < 5; ++i) gs.push_back(ChainGraph(300 + 10 * i, 1.25 + i));
+  std::vector<const Graph*> ptrs;
+  for (const Graph& g : gs) ptrs.push_back(&g);
+  auto ks = CompileKernels(ptrs, FastOptions(dir.path()), 1);
+  for (size_t i = 0; i < gs.size(); ++i) {
+    ASSERT_TRUE(ks[i].ok()) << ks[i].status().ToString();
+    EXPECT_TRUE(ChainWorks(*ks[i].value(), gs[i])) << i;
+    EXPECT_EQ(SlurpFile(DiskCache(dir.path()).SourcePath(ks[i].value()->cache_key())),
+              ks[i].value()->source());
+    EXPECT_EQ(EntrySo(dir.path(), ks[i].value()->cache_key()), ks[i].value()->so_path());
+  }
+  EXPECT_EQ(GetCodegenStats().compiles, 1);  // one run for all five
+  EXPECT_EQ(GetCodegenStats().kernels_built, 5);
+  // Each entry's object is one file with several links (the batch object).
+  struct stat st;
+  ASSERT_EQ(stat(ks[0].value()->so_path().c_str(), &st), 0);
+  EXPECT_GE(st.st_nlink, 5u);
+
+  const std::string removed_key = ks[2].value()->cache_key();
+  ks.clear();
+  ResetCodegenStats();
+  ClearKernelMemoryCache();
+  auto warm = CompileKernels(ptrs, FastOptions(dir.path()), 2);
+  for (size_t i = 0; i < gs.size(); ++i) {
+    ASSERT_TRUE(warm[i].ok()) << warm[i].status().ToString();
+    EXPECT_TRUE(ChainWorks(*warm[i].value(), gs[i])) << i;
+  }
+  EXPECT_EQ(GetCodegenStats().compiles, 0);
+  EXPECT_EQ(GetCodegenStats().disk_hits, 5);
+
+  warm.clear();
+  DiskCache(dir.path()).Remove(removed_key);
+  ResetCodegenStats();
+  ClearKernelMemoryCache();
+  auto again = CompileKernels(ptrs, FastOptions(dir.path()), 2);
+  for (size_t i = 0; i < gs.size(); ++i) {
+    ASSERT_TRUE(again[i].ok()) << again[i].status().ToString();
+    EXPECT_TRUE(ChainWorks(*again[i].value(), gs[i])) << i;
+  }
+  EXPECT_EQ(GetCodegenStats().compiles, 1);
+  EXPECT_EQ(GetCodegenStats().kernels_built, 1);
+  EXPECT_EQ(GetCodegenStats().disk_hits, 4);
+
+  TempDir other;
+  ResetCodegenStats();
+  CodegenOptions off = FastOptions(other.path());
+  off.batch_compile = false;
+  auto single = CompileKernels(ptrs, off, 2);
+  for (size_t i = 0; i < gs.size(); ++i) ASSERT_TRUE(single[i].ok());
+  EXPECT_EQ(GetCodegenStats().compiles, 5);
+}
+
+// A batch whose compile fails is retried kernel by kernel, so the error
+// names the kernel that failed and the others still build.
+TEST(CodegenCache, FailedBatchFallsBackToSingleKernels) {
+  TempDir dir;
+  const std::string wrapper = dir.path() + "/picky-cxx";
+  auto real = ResolveCompiler("");
+  ASSERT_TRUE(real.ok()) << real.status().ToString();
+  {
+    // Refuses any translation unit that holds the marker kernel's entry
+    // together with another kernel (i.e. every batch holding it).
+    std::ofstream w(wrapper);
+    w << "#!/bin/sh\n"
+         "if grep -q 'ember_fused_bcast_mul_add_max_sub_min_1(' kernel.cc && "
+         "grep -q 'A batch of' kernel.cc; then echo 'picky: no batches' >&2; exit 3; fi\n"
+         "if grep -q 'ember_fused_bcast_mul_add_max_sub_min_1(' kernel.cc; then "
+         "echo 'picky: not this one' >&2; exit 4; fi\n"
+         "exec " << *real << " \"$@\"\n";
+  }
+  ASSERT_EQ(chmod(wrapper.c_str(), 0755), 0);
+  ResetCodegenStats();
+  ClearKernelMemoryCache();
+  Graph a = ChainGraph(210), b = ChainGraph(220), c = ChainGraph(230);
+  CodegenOptions o = FastOptions(dir.path() + "/cache");
+  o.cxx = wrapper;
+  auto ks = CompileKernels({&a, &b, &c}, o, 1);
+  ASSERT_TRUE(ks[0].ok()) << ks[0].status().ToString();
+  ASSERT_FALSE(ks[1].ok());
+  EXPECT_NE(ks[1].status().message().find("ember_fused_bcast_mul_add_max_sub_min_1"),
+            std::string::npos) << ks[1].status().ToString();
+  EXPECT_NE(ks[1].status().message().find("picky: not this one"), std::string::npos);
+  ASSERT_TRUE(ks[2].ok()) << ks[2].status().ToString();
+  EXPECT_TRUE(ChainWorks(*ks[0].value(), a));
+  EXPECT_TRUE(ChainWorks(*ks[2].value(), c));
 }
 
 // EMBER_DEBUG_DIR dumps belong to the runtime (dir/<graph hash>.<kernel>.cc,

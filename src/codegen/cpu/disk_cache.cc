@@ -260,6 +260,17 @@ StatusOr<std::string> DiskCache::MakeTempDir(const std::string& key) const {
 
 StatusOr<std::string> DiskCache::Install(const std::string& key, const std::string& built_so,
                                          const std::string& source) const {
+  return InstallImpl(key, built_so, source, /*shared=*/false);
+}
+
+StatusOr<std::string> DiskCache::InstallShared(const std::string& key,
+                                               const std::string& built_so,
+                                               const std::string& source) const {
+  return InstallImpl(key, built_so, source, /*shared=*/true);
+}
+
+StatusOr<std::string> DiskCache::InstallImpl(const std::string& key, const std::string& built_so,
+                                             const std::string& source, bool shared) const {
   EMBER_RETURN_IF_ERROR(MakeDirs(EntryDir(key)));
   std::string bytes;
   EMBER_RETURN_IF_ERROR(ReadFile(built_so, &bytes));
@@ -267,7 +278,19 @@ StatusOr<std::string> DiskCache::Install(const std::string& key, const std::stri
   const std::string sha = Sha256Hex(bytes);
   const std::string so_name = key + "-" + sha.substr(0, 16) + ".so";
   const std::string so_path = EntryDir(key) + "/" + so_name;
-  if (rename(built_so.c_str(), so_path.c_str()) != 0) {
+  if (shared) {
+    // A hard link under a unique name, renamed into place (atomic, like the
+    // rename below); a copy if links are not supported.
+    const std::string tmp = so_path + ".tmp." + UniqueSuffix();
+    if (link(built_so.c_str(), tmp.c_str()) != 0) {
+      EMBER_RETURN_IF_ERROR(WriteFileAtomic(so_path, bytes));
+    } else if (rename(tmp.c_str(), so_path.c_str()) != 0) {
+      const int e = errno;
+      unlink(tmp.c_str());
+      return Status(StatusCode::kInternal,
+                    "rename " + tmp + " -> " + so_path + ": " + std::strerror(e));
+    }
+  } else if (rename(built_so.c_str(), so_path.c_str()) != 0) {
     return Status(StatusCode::kInternal,
                   "rename " + built_so + " -> " + so_path + ": " + std::strerror(errno));
   }

@@ -53,10 +53,20 @@ class DiskCache {
   // installed .so path.
   StatusOr<std::string> Install(const std::string& key, const std::string& built_so,
                                 const std::string& source) const;
+  // As Install, for an object that holds several kernels (a batch built by
+  // CompileKernels): `built_so` stays where it is and the entry's
+  // `<key>-<sha16>.so` becomes a hard link to it (a copy where the file
+  // system has no hard links), so one object on disk serves every kernel of
+  // the batch while each key keeps an ordinary, independently verified and
+  // removable entry.
+  StatusOr<std::string> InstallShared(const std::string& key, const std::string& built_so,
+                                      const std::string& source) const;
   // Deletes the entry's .meta and the .so it names.
   void Remove(const std::string& key) const;
 
  private:
+  StatusOr<std::string> InstallImpl(const std::string& key, const std::string& built_so,
+                                    const std::string& source, bool shared) const;
   std::string EntryDir(const std::string& key) const;
   std::string dir_;
 };

@@ -168,17 +168,23 @@ class KernelEmitter {
          << (g_.node(phases_[k].node).op == OpKind::kReduce ? " (reduce)" : "") << " -> "
          << phases_[k].dest;
     }
-    os << "\n\n" << KernelPrelude() << "\n";
-    if (vector_math_) os << VectorMathDeclarations() << "\n";
-    os << "namespace {\n\n";
-    EmitConstantTables(os);
-    os << "struct EmberCtx {\n  const void* const* in;\n  void* const* out;\n";
-    os << "  void* tmp[" << std::max<size_t>(1, temps_.size()) << "];\n";
-    os << "  int zero_div[" << std::max<size_t>(1, plan_.zero_div_sites.size()) << "];\n};\n\n";
-    for (size_t k = 0; k < phases_.size(); ++k) os << EmitPhase(static_cast<int>(k));
-    os << "}  // namespace\n\n";
-    EmitEntry(os, ks.name);
-    ks.code = os.str();
+    os << "\n\n";
+    std::ostringstream pre;
+    pre << KernelPrelude() << "\n";
+    if (vector_math_) pre << VectorMathDeclarations() << "\n";
+    ks.preamble = pre.str();
+    std::ostringstream ns;
+    ns << "namespace {\n\n";
+    EmitConstantTables(ns);
+    ns << "struct EmberCtx {\n  const void* const* in;\n  void* const* out;\n";
+    ns << "  void* tmp[" << std::max<size_t>(1, temps_.size()) << "];\n";
+    ns << "  int zero_div[" << std::max<size_t>(1, plan_.zero_div_sites.size()) << "];\n};\n\n";
+    for (size_t k = 0; k < phases_.size(); ++k) ns << EmitPhase(static_cast<int>(k));
+    ns << "}  // namespace\n\n";
+    std::ostringstream entry;
+    EmitEntry(entry, ks.name);
+    ks.body = ns.str() + entry.str();
+    ks.code = os.str() + ks.preamble + ns.str() + AbiVersionFunction() + entry.str();
     return ks;
   }
 
@@ -1028,8 +1034,6 @@ class KernelEmitter {
   }
 
   void EmitEntry(std::ostringstream& os, const std::string& name) {
-    os << "EMBER_EXPORT int ember_kernel_abi_version(void) { return " << kKernelAbiVersion
-       << "; }\n\n";
     os << "EMBER_EXPORT int " << name
        << "(const void* const* inputs, void* const* outputs, void* pf_ctx, "
           "ember_parallel_for_fn pf) {\n";
@@ -1169,6 +1173,11 @@ void* RunEmitJob(void* p) {
 }
 
 }  // namespace
+
+std::string AbiVersionFunction() {
+  return "EMBER_EXPORT int ember_kernel_abi_version(void) { return " +
+         std::to_string(kKernelAbiVersion) + "; }\n\n";
+}
 
 std::string KernelName(const Graph& g, int kernel_index) {
   std::vector<std::string> ops;

@@ -26,4 +26,8 @@ Status CheckKernelSupported(const Graph& g);
 // left out) in first-use order, at most six of them.
 std::string KernelName(const Graph& g, int kernel_index);
 
+// `EMBER_EXPORT int ember_kernel_abi_version(void) { return 1; }`: once per
+// shared object (a standalone kernel's, or a batch's, kernel.cc).
+std::string AbiVersionFunction();
+
 }  // namespace ember::codegen
