@@ -434,6 +434,71 @@ NodeId BroadcastBroadcast(const Node& n, Rewriter& rw) {
   return rw.builder().BroadcastInDim(inner.operands[0], n.shape.dims(), b);
 }
 
+// broadcast-in-dim(reshape(x), D) => broadcast-in-dim(x, D') when the
+// reshape only inserts or removes size-1 dims and x has none (e.g. a
+// keepdim reduction f32[16] -> f32[16,1] broadcast back to f32[16,10]):
+// D' maps x's i-th dim to where D maps the reshape's i-th non-unit dim.
+// The rewritten broadcast is a plain row broadcast that fusion can keep per
+// row (docs/architecture.md "Fusion").
+NodeId BroadcastOfUnitReshape(const Node& n, Rewriter& rw) {
+  if (n.op != OpKind::kBroadcastInDim) return kNoMatch;
+  const Node& inner = InNode(n, rw, 0);
+  if (inner.op != OpKind::kReshape) return kNoMatch;
+  const NodeId x = inner.operands[0];
+  const Shape& xs = rw.NewNode(x).shape;
+  if (xs.is_tuple() || inner.shape.is_tuple()) return kNoMatch;
+  for (int64_t d : xs.dims()) {
+    if (d == 1) return kNoMatch;
+  }
+  const std::vector<int64_t> b = Ints(n, "dimensions");
+  std::vector<int64_t> mapped;
+  for (int j = 0; j < inner.shape.rank(); ++j) {
+    if (inner.shape.dim(j) != 1) mapped.push_back(b[j]);
+  }
+  if (static_cast<int>(mapped.size()) != xs.rank()) return kNoMatch;
+  for (int i = 0; i < xs.rank(); ++i) {
+    if (n.shape.dim(mapped[i]) != xs.dim(i)) return kNoMatch;  // the reshape reorders sizes
+  }
+  return rw.builder().BroadcastInDim(x, n.shape.dims(), mapped);
+}
+
+// dot-general(transpose(a, p), b) => dot-general(a, b) with the lhs batch
+// and contracting dims mapped through p (likewise for the rhs), when p keeps
+// the free dims in order (the result lists free dims in operand order, so
+// its layout is unchanged). The extern reads the operand transposed (ATen's
+// matmul takes strides) instead of a kernel materializing the transpose.
+NodeId DotOfTranspose(const Node& n, Rewriter& rw) {
+  if (n.op != OpKind::kDotGeneral) return kNoMatch;
+  DotDims dims{Ints(n, "lhs_batch_dims"), Ints(n, "rhs_batch_dims"),
+               Ints(n, "lhs_contracting_dims"), Ints(n, "rhs_contracting_dims")};
+  NodeId ops[2] = {In(n, rw, 0), In(n, rw, 1)};
+  bool changed = false;
+  for (int side = 0; side < 2; ++side) {
+    const Node& t = rw.NewNode(ops[side]);
+    if (t.op != OpKind::kTranspose) continue;
+    const std::vector<int64_t> p = Ints(t, "dimensions");
+    std::vector<int64_t>& batch = side == 0 ? dims.lhs_batch : dims.rhs_batch;
+    std::vector<int64_t>& contracting = side == 0 ? dims.lhs_contracting : dims.rhs_contracting;
+    std::vector<bool> bound(p.size(), false);
+    for (int64_t d : batch) bound[d] = true;
+    for (int64_t d : contracting) bound[d] = true;
+    int64_t last = -1;
+    bool ordered = true;
+    for (size_t d = 0; d < p.size(); ++d) {
+      if (bound[d]) continue;
+      ordered = ordered && p[d] > last;
+      last = p[d];
+    }
+    if (!ordered) continue;
+    for (int64_t& d : batch) d = p[d];
+    for (int64_t& d : contracting) d = p[d];
+    ops[side] = t.operands[0];
+    changed = true;
+  }
+  if (!changed) return kNoMatch;
+  return rw.builder().DotGeneral(ops[0], ops[1], dims, n.shape.dtype());
+}
+
 // slice(x) from 0 covering all of x => x (a stride > 1 then only on size-1 dims)
 NodeId SliceFull(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kSlice || InNode(n, rw, 0).shape != n.shape) return kNoMatch;
@@ -551,6 +616,8 @@ const std::vector<Rule>& Rules() {
       {"transpose-transpose", TransposeTranspose},
       {"broadcast-identity", BroadcastIdentity},
       {"broadcast-broadcast", BroadcastBroadcast},
+      {"broadcast-of-unit-reshape", BroadcastOfUnitReshape},
+      {"dot-of-transpose", DotOfTranspose},
       {"slice-full", SliceFull},
       {"concat-single", ConcatSingle},
       {"pad-zero", PadZero},

@@ -656,6 +656,108 @@ graph main(%p0: f32[3]) {
                    "broadcast-broadcast");
 }
 
+// A keepdim reduction broadcast back (log-softmax, layer norm as lowered
+// from ATen): the size-1 reshape goes, leaving a row broadcast.
+TEST(Simplify, BroadcastOfUnitReshape) {
+  ExpectSimplifies(R"(
+graph main(%p0: f32[16]) {
+  %x = f32[16] parameter(0)
+  %r = f32[16,1] reshape(%x)
+  %b = f32[16,10] broadcast-in-dim(%r), dimensions={0,1}
+  ROOT (%b)
+})",
+                   R"(
+graph main(%p0: f32[16]) {
+  %x = f32[16] parameter(0)
+  %b = f32[16,10] broadcast-in-dim(%x), dimensions={0}
+  ROOT (%b)
+})",
+                   "broadcast-of-unit-reshape");
+  ExpectSimplifies(R"(
+graph main(%p0: f32[4,8]) {
+  %x = f32[4,8] parameter(0)
+  %r = f32[1,4,1,8] reshape(%x)
+  %b = f32[2,4,8,3,8] broadcast-in-dim(%r), dimensions={0,1,2,4}
+  ROOT (%b)
+})",
+                   R"(
+graph main(%p0: f32[4,8]) {
+  %x = f32[4,8] parameter(0)
+  %b = f32[2,4,8,3,8] broadcast-in-dim(%x), dimensions={1,4}
+  ROOT (%b)
+})",
+                   "broadcast-of-unit-reshape");
+}
+
+// A reshape that regroups elements, or an operand with its own size-1
+// dims, is left alone.
+TEST(Simplify, BroadcastOfRegroupingReshapeIsKept) {
+  ExpectNotSimplified(R"(
+graph main(%p0: f32[2,3]) {
+  %x = f32[2,3] parameter(0)
+  %r = f32[6] reshape(%x)
+  %b = f32[6,4] broadcast-in-dim(%r), dimensions={0}
+  ROOT (%b)
+})");
+  ExpectNotSimplified(R"(
+graph main(%p0: f32[1,3]) {
+  %x = f32[1,3] parameter(0)
+  %r = f32[3,1] reshape(%x)
+  %b = f32[3,5] broadcast-in-dim(%r), dimensions={0,1}
+  ROOT (%b)
+})");
+}
+
+// The transposed operand of a matmul (the weight gradient's x^T * dy) is
+// read through the dot's dims instead of being materialized.
+TEST(Simplify, DotOfTranspose) {
+  ExpectSimplifies(R"(
+graph main(%p0: f32[16,10], %p1: f32[16,64]) {
+  %a = f32[16,10] parameter(0)
+  %b = f32[16,64] parameter(1)
+  %t = f32[10,16] transpose(%a), dimensions={1,0}
+  %d = f32[10,64] dot-general(%t, %b), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  ROOT (%d)
+})",
+                   R"(
+graph main(%p0: f32[16,10], %p1: f32[16,64]) {
+  %a = f32[16,10] parameter(0)
+  %b = f32[16,64] parameter(1)
+  %d = f32[10,64] dot-general(%a, %b), lhs_batch_dims={}, lhs_contracting_dims={0}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  ROOT (%d)
+})",
+                   "dot-of-transpose");
+  // Batched, both sides: q k^T with k stored [B,K,N] -> [B,N,K].
+  ExpectSimplifies(R"(
+graph main(%p0: f32[2,3,5], %p1: f32[2,4,5]) {
+  %q = f32[2,3,5] parameter(0)
+  %k = f32[2,4,5] parameter(1)
+  %kt = f32[2,5,4] transpose(%k), dimensions={0,2,1}
+  %d = f32[2,3,4] dot-general(%q, %kt), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  ROOT (%d)
+})",
+                   R"(
+graph main(%p0: f32[2,3,5], %p1: f32[2,4,5]) {
+  %q = f32[2,3,5] parameter(0)
+  %k = f32[2,4,5] parameter(1)
+  %d = f32[2,3,4] dot-general(%q, %k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+  ROOT (%d)
+})",
+                   "dot-of-transpose");
+}
+
+// A transpose that reorders the free dims would reorder the result: kept.
+TEST(Simplify, DotOfFreeDimTransposeIsKept) {
+  ExpectNotSimplified(R"(
+graph main(%p0: f32[3,4,5], %p1: f32[5,2]) {
+  %a = f32[3,4,5] parameter(0)
+  %b = f32[5,2] parameter(1)
+  %t = f32[4,3,5] transpose(%a), dimensions={1,0,2}
+  %d = f32[4,3,2] dot-general(%t, %b), lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  ROOT (%d)
+})");
+}
+
 TEST(Simplify, SliceFull) {
   ExpectSimplifies(R"(
 graph main(%p0: f32[2,1]) {
