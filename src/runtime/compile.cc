@@ -41,7 +41,9 @@ namespace {
 constexpr const char* kCustomCallTargetAttr = "call_target_name";
 constexpr const char* kTupleIndexAttr = "index";
 
-enum class GroupKind { kExtern, kInterpret, kKernelRun, kFusion };
+// kFusionSet: several independent fusion nodes run as one kernel, their
+// bodies side by side (MergeFusionGroups).
+enum class GroupKind { kExtern, kInterpret, kKernelRun, kFusion, kFusionSet };
 
 struct Group {
   GroupKind kind = GroupKind::kInterpret;
@@ -87,6 +89,74 @@ bool ElementwiseFromParameter(const Graph& body, int p) {
     }
   }
   return true;
+}
+
+// Bounds of one merged kernel (MergeFusionGroups): fusions and body nodes.
+constexpr size_t kMaxMergedFusions = 16;
+constexpr int kMaxMergedNodes = 512;
+
+bool MergeFusionsOffByEnv() {
+  const char* f = std::getenv("EMBER_MERGE_FUSIONS");
+  return f && std::string(f) == "0";
+}
+
+// Whether fusion node `n` may share a kernel with others: loop fusions and
+// fusions whose result is a reduction. Row fusions (softmax, layer norm: a
+// reduction consumed per row) stay alone so that their kernel keeps the
+// one-pass row plan (docs/codegen.md "Row kernels"), which needs every
+// output to have the row shape.
+bool Mergeable(const Node& n) {
+  if (n.op != OpKind::kFusion || !n.called || n.called->outputs().size() != 1) return false;
+  if (n.attrs.GetString("kind") == "loop") return true;
+  return n.called->node(n.called->outputs()[0]).op == OpKind::kReduce;
+}
+
+// Horizontal fusion over the group list (in node order). Mergeable fusion
+// groups are collected into a pending set, which runs as one kFusionSet
+// group placed just before the first group that reads one of its results
+// (or at the end). A fusion that reads a pending result, or would exceed
+// the bounds, first flushes the set. Other groups keep their order; a
+// pending fusion only moves later, past groups that do not read it, so
+// every value is still computed before it is read.
+std::vector<Group> MergeFusionGroups(const Graph& g, std::vector<Group> groups) {
+  std::vector<Group> out;
+  Group pending{GroupKind::kFusionSet, {}};
+  std::set<NodeId> pending_nodes;
+  int pending_body = 0;
+  auto flush = [&] {
+    if (pending.nodes.size() == 1) {
+      out.push_back(Group{GroupKind::kFusion, pending.nodes});
+    } else if (!pending.nodes.empty()) {
+      out.push_back(pending);
+    }
+    pending.nodes.clear();
+    pending_nodes.clear();
+    pending_body = 0;
+  };
+  auto reads_pending = [&](const Group& grp) {
+    for (NodeId id : grp.nodes)
+      for (NodeId op : g.node(id).operands)
+        if (pending_nodes.count(op)) return true;
+    return false;
+  };
+  for (Group& grp : groups) {
+    if (grp.kind == GroupKind::kFusion && Mergeable(g.node(grp.nodes[0]))) {
+      const NodeId f = grp.nodes[0];
+      const int body = g.node(f).called->num_nodes();
+      if (reads_pending(grp) || pending.nodes.size() >= kMaxMergedFusions ||
+          pending_body + body > kMaxMergedNodes) {
+        flush();
+      }
+      pending.nodes.push_back(f);
+      pending_nodes.insert(f);
+      pending_body += body;
+      continue;
+    }
+    if (reads_pending(grp)) flush();
+    out.push_back(std::move(grp));
+  }
+  flush();
+  return out;
 }
 
 // Writes `text` to dir/name atomically (temporary file + rename).
@@ -260,6 +330,11 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     }
     group_of[id] = static_cast<int>(groups.size()) - 1;
   }
+  if (cpu && options.merge_fusions && !MergeFusionsOffByEnv()) {
+    groups = MergeFusionGroups(g, std::move(groups));
+    for (size_t gi = 0; gi < groups.size(); ++gi)
+      for (NodeId id : groups[gi].nodes) group_of[id] = static_cast<int>(gi);
+  }
 
   // 3. Slots. A value needs a slot if it is a parameter, an output, or read
   // from another group.
@@ -350,6 +425,22 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
           ops.push_back(param_for(op, SlotRead{slot_of[op], -1}, g.node(op).shape));
         }
       }
+      if (grp.kind == GroupKind::kFusionSet) {
+        // The body, inlined: its parameters are the fusion's operands.
+        const Graph& body = *node.called;
+        std::vector<NodeId> in_body(body.num_nodes(), kInvalidNode);
+        for (const Node& bn : body.nodes()) {
+          if (bn.op == OpKind::kParameter) {
+            in_body[bn.id] = ops.at(static_cast<size_t>(bn.attrs.GetInt("index")));
+            continue;
+          }
+          std::vector<NodeId> bops;
+          for (NodeId o : bn.operands) bops.push_back(in_body[o]);
+          in_body[bn.id] = sub.AddNodeLike(bn, std::move(bops));
+        }
+        local[id] = in_body[body.outputs()[0]];
+        continue;
+      }
       local[id] = sub.AddNodeLike(node, std::move(ops));
     }
     std::vector<NodeId> sub_outputs;
@@ -368,7 +459,8 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
                                      "): ", built.status().message()));
     }
     step.subgraph = std::make_shared<const Graph>(std::move(built).value());
-    if (grp.kind == GroupKind::kKernelRun || grp.kind == GroupKind::kFusion) {
+    if (grp.kind == GroupKind::kKernelRun || grp.kind == GroupKind::kFusion ||
+        grp.kind == GroupKind::kFusionSet) {
       step.kind = StepKind::kKernel;  // provisional: compiled below
       step.fusion = grp.kind == GroupKind::kFusion;
     }

@@ -88,6 +88,86 @@ TEST(KernelSteps, MixedGraphMatchesInterpreterWithAndWithoutFusionPipeline) {
   }
 }
 
+// Horizontal fusion: per-tensor pieces of an optimizer-like update (two
+// independent elementwise fusions and two reductions over different
+// tensors) run as one kernel; the fusion reading merged results (%7..%10),
+// and the softmax row fusion, get kernels of their own. Values equal the
+// interpreter's bit for bit either way.
+TEST(KernelSteps, IndependentFusionsShareOneKernel) {
+  Graph g = Parse(R"(graph main(%p0: f32[64,32], %p1: f32[64], %p2: f32[8,33]) {
+  %0 = f32[64,32] parameter(0)
+  %1 = f32[64] parameter(1)
+  %2 = f32[8,33] parameter(2)
+  %3 = f32[64,32] multiply(%0, %0)
+  %4 = f32[64] multiply(%1, %1)
+  %5 = f32[] reduce(%0), dimensions={0,1}, to_apply=add
+  %6 = f32[] reduce(%1), dimensions={0}, to_apply=maximum
+  %7 = f32[] add(%5, %6)
+  %8 = f32[] sqrt(%7)
+  %9 = f32[64] broadcast-in-dim(%8), dimensions={}
+  %10 = f32[64] divide(%1, %9)
+  %11 = f32[8] reduce(%2), dimensions={1}, to_apply=maximum
+  %12 = f32[8,33] broadcast-in-dim(%11), dimensions={0}
+  %13 = f32[8,33] subtract(%2, %12)
+  %14 = f32[8,33] exponential(%13)
+  %15 = f32[8] reduce(%14), dimensions={1}, to_apply=add
+  %16 = f32[8,33] broadcast-in-dim(%15), dimensions={0}
+  %17 = f32[8,33] divide(%14, %16)
+  ROOT (%3, %4, %5, %6, %10, %17)
+})");
+  std::mt19937_64 rng(11);
+  auto args = fuzz::RandomArguments(g, rng);
+  auto want = Evaluate(g, args);
+  ASSERT_TRUE(want.ok());
+  int kernels_merged = 0, kernels_single = 0;
+  for (bool merge : {true, false}) {
+    CompileOptions o = CpuOptions(/*optimize=*/true);
+    o.merge_fusions = merge;
+    auto exe = Compile(g, o);
+    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+    int kernels = 0, interpreted = 0, widest = 0;
+    for (const Step& s : exe->steps()) {
+      kernels += s.kind == StepKind::kKernel;
+      interpreted += s.kind == StepKind::kInterpret;
+      if (s.kind == StepKind::kKernel) widest = std::max<int>(widest, s.writes.size());
+    }
+    EXPECT_EQ(interpreted, 0);
+    (merge ? kernels_merged : kernels_single) = kernels;
+    if (merge) EXPECT_EQ(widest, 4) << "the squares and both reductions share one kernel";
+    auto got = exe->RunLiterals(args);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectSame(*got, *want);
+  }
+  EXPECT_LT(kernels_merged, kernels_single);
+  // Unmerged: %3, %4, the two reductions, the norm (sqrt(%5 + %6), then
+  // the division: the sqrt is not recomputed per element), the softmax.
+  EXPECT_EQ(kernels_single, 7);
+  // Merged: {%3, %4, %5, %6}, then the norm's two, then the softmax (alone).
+  EXPECT_EQ(kernels_merged, 4);
+
+  // A data error inside a merged kernel is still OutOfRange, naming the
+  // fusion whose division failed; the other results are not returned.
+  Graph d = Parse(R"(graph main(%p0: s32[4], %p1: s32[4]) {
+  %0 = s32[4] parameter(0)
+  %1 = s32[4] parameter(1)
+  %2 = s32[4] add(%0, %0)
+  %3 = s32[4] divide(%0, %1)
+  ROOT (%2, %3)
+})");
+  auto exe = Compile(d, CpuOptions(/*optimize=*/true));
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  int kernels = 0;
+  for (const Step& s : exe->steps()) kernels += s.kind == StepKind::kKernel;
+  EXPECT_EQ(kernels, 1);
+  auto r = exe->RunLiterals({Literal::FromInts(Shape(DType::kS32, {4}), {1, 2, 3, 4}),
+                             Literal::FromInts(Shape(DType::kS32, {4}), {1, 0, 1, 1})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(r.status().message().find("integer division by zero"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("fusion %"), std::string::npos) << r.status().message();
+}
+
 TEST(KernelSteps, IntegerDivisionByZeroIsOutOfRangeNamingStepAndNode) {
   Graph g = Parse(R"(graph main(%p0: s32[4], %p1: s32[4]) {
   %0 = s32[4] parameter(0)

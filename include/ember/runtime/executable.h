@@ -139,6 +139,13 @@ struct CompileOptions {
   // DefaultPipeline passes, then fusion) for kCpu, DefaultPipeline() for
   // kInterpreter.
   bool optimize = false;
+  // kCpu: fusions that do not read each other's results and sit between
+  // the same readers run as one kernel (horizontal fusion, compile.cc
+  // MergeFusionGroups): e.g. the per-parameter pieces of a foreach optimizer
+  // update or of clip_grad_norm. Values are unchanged (each fusion's code is
+  // the same, side by side). false, or EMBER_MERGE_FUSIONS=0: one kernel
+  // per fusion.
+  bool merge_fusions = true;
   // Extern kernels private to this compilation, looked up by custom-call
   // target name before the global ExternRegistry (the torch bridge gives
   // each ATen extern node its own kernel closure this way, without growing
