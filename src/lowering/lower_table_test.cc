@@ -412,6 +412,14 @@ const std::multimap<std::string, Sample>& Samples() {
       {"aten::native_dropout", {"T:f32[2,3] S:f B:1 RNG", "f32[2,3];pred[2,3]"}},
       {"aten::native_dropout", {"T:f32[2,3] S:f B:0", "f32[2,3];pred[2,3]"}},
       {"aten::native_dropout_backward", {"T:f32[2,3] T:pred[2,3] S:f", "f32[2,3]"}},
+      // ---- attention (ember:: ops, src/torch/attention.cpp) ----
+      {"ember::sdpa_forward", {"T:f32[2,3,4,5] T:f32[2,3,6,5] T:f32[2,3,6,7] N T:s64[] T:s64[] B:1 DL:0.5,0", "f32[2,3,4,7]"}},
+      {"ember::sdpa_forward", {"T:bf16[1,2,4,5] T:bf16[1,2,6,5] T:bf16[1,2,6,3] T:bf16[4,6] T:s64[] T:s64[] B:0 DL:0.25,0.1", "bf16[1,2,4,3]"}},
+      {"ember::sdpa_forward", {"T:f32[1,2,4,5] T:f32[1,2,6,5] T:f32[1,2,6,3] T:pred[1,1,4,6] T:s64[] T:s64[] B:0 DL:0.25,0", "f32[1,2,4,3]"}},
+      {"ember::sdpa_forward", {"T:f32[1,2,4,5] T:bf16[1,2,6,5] T:f32[1,2,6,3] N T:s64[] T:s64[] B:0 DL:0.25,0", "f32[1,2,4,3]", true}},
+      {"ember::sdpa_backward", {"T:f32[2,3,4,7] T:f32[2,3,4,5] T:f32[2,3,6,5] T:f32[2,3,6,7] T:f32[1,4,6] T:s64[] T:s64[] B:0 DL:0.5,0.2", "f32[2,3,4,5];f32[2,3,6,5];f32[2,3,6,7];f32[1,4,6]"}},
+      {"ember::sdpa_backward", {"T:f32[1,2,4,3] T:f32[1,2,4,5] T:f32[1,2,4,5] T:f32[1,2,4,3] N T:s64[] T:s64[] B:1 DL:0.5,0", "f32[1,2,4,5];f32[1,2,4,5];f32[1,2,4,3];f32[0]"}},
+      {"ember::sdpa_backward", {"T:bf16[1,2,4,3] T:bf16[1,2,4,5] T:bf16[1,2,4,5] T:bf16[1,2,4,3] T:pred[4,4] T:s64[] T:s64[] B:0 DL:0.5,0.5", "bf16[1,2,4,5];bf16[1,2,4,5];bf16[1,2,4,3];bf16[0]"}},
       // ---- pooling ----
       {"aten::max_pool2d_with_indices", {"T:f32[2,3,6,6] L:2,2 L: L:0,0 L:1,1 B:0", "f32[2,3,3,3];s64[2,3,3,3]"}},
       {"aten::max_pool2d_with_indices", {"T:f32[3,5,5] L:3 L:2 L:1 L:1 B:1", "f32[3,3,3];s64[3,3,3]"}},

@@ -20,5 +20,6 @@ void RegisterFactory(LoweringTable& t);      // factory.cc
 void RegisterForeach(LoweringTable& t);      // foreach.cc
 void RegisterRandom(LoweringTable& t);       // random.cc
 void RegisterPooling(LoweringTable& t);      // pooling.cc
+void RegisterAttention(LoweringTable& t);    // attention.cc
 
 }  // namespace ember::lowering

@@ -37,6 +37,7 @@ const LoweringTable& LoweringTable::Get() {
     RegisterForeach(*t);
     RegisterRandom(*t);
     RegisterPooling(*t);
+    RegisterAttention(*t);
     return t;
   }();
   return *table;

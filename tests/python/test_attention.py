@@ -1,0 +1,223 @@
+"""scaled_dot_product_attention registered whole on ember (src/torch/attention.cpp,
+src/lowering/attention.cc) against eager CPU.
+
+Values: forward and the gradients of query, key, value and a float mask for a fixed
+random cotangent; float32 at rtol/atol 1e-5 (ember computes the softmax in one pass
+per row, eager CPU's flash kernel in blocks), bfloat16 at 2e-2 relative plus 2e-2 of
+the largest magnitude (eager rounds intermediates to bf16, ember keeps f32). Each
+value case also checks that the call was taken whole (`ember::sdpa_forward` in the
+pending graph) and that no lowering failed or declined.
+
+Dropout: statistical (keep rate, scaling), the backward checked against the mask the
+forward actually used (read back from its own output with value = identity), fresh
+masks per call, reproducibility under torch.manual_seed, and a seed that never
+changes the graph (no recompile).
+"""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+from conftest import DEV
+
+F32, BF16 = torch.float32, torch.bfloat16
+
+
+@pytest.fixture(params=["interpreter", "cpu"])
+def backend(request):
+    old = ember.config.backend
+    ember.sync()
+    ember.config.backend = request.param
+    try:
+        yield request.param
+    finally:
+        ember.sync()
+        ember.config.backend = old
+
+
+def _set_backend(name):
+    ember.sync()
+    ember.config.backend = name
+
+
+def rnd(*shape, gen):
+    return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+
+# name -> (q shape, k shape, v shape, mask maker or None, kwargs)
+CASES = {
+    "plain": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6), None, {}),
+    "causal_square": ((2, 2, 6, 8), (2, 2, 6, 8), (2, 2, 6, 8), None, {"is_causal": True}),
+    "causal_rect": ((1, 2, 5, 4), (1, 2, 7, 4), (1, 2, 7, 3), None, {"is_causal": True}),
+    "scale": ((2, 3, 5, 4), (2, 3, 5, 4), (2, 3, 5, 4), None, {"scale": 0.3}),
+    "float_mask_2d": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6), lambda g: rnd(5, 7, gen=g), {}),
+    "float_mask_bcast": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6), lambda g: rnd(2, 1, 5, 7, gen=g), {}),
+    "bool_mask": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6),
+                  lambda g: (torch.rand(2, 3, 5, 7, generator=g) > 0.4) | torch.eye(5, 7, dtype=torch.bool), {}),
+}
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_sdpa_matches_eager(case, dtype, backend):
+    qs, ks, vs, mask_fn, kw = CASES[case]
+    g = torch.Generator().manual_seed(list(CASES).index(case))
+    q, k, v = rnd(*qs, gen=g), rnd(*ks, gen=g), rnd(*vs, gen=g)
+    mask = mask_fn(g) if mask_fn else None
+    grad_mask = mask is not None and mask.dtype != torch.bool
+    cot = rnd(qs[0], qs[1], qs[2], vs[3], gen=g)
+
+    def run(device):
+        leaves = [t.to(device=device, dtype=dtype).requires_grad_() for t in (q, k, v)]
+        m = None
+        if mask is not None:
+            m = mask.to(device) if mask.dtype == torch.bool else mask.to(device=device, dtype=dtype)
+            if grad_mask:
+                m.requires_grad_()
+        out = F.scaled_dot_product_attention(*leaves, attn_mask=m, **kw)
+        if device == DEV:
+            assert "ember::sdpa_forward" in ember.pending_graph()
+        (out * cot.to(device=device, dtype=dtype)).sum().backward()
+        grads = [t.grad for t in leaves] + ([m.grad] if grad_mask else [])
+        return [out] + grads
+
+    want = run("cpu")
+    got = run(DEV)
+    ember.sync()
+    for i, (a, b) in enumerate(zip(got, want)):
+        a = a.cpu().double()
+        b = b.double()
+        if dtype == BF16:
+            tol = 2e-2 * max(1.0, b.abs().max().item())
+            torch.testing.assert_close(a, b, rtol=2e-2, atol=tol, msg=lambda m: f"output {i}: {m}")
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m: f"output {i}: {m}")
+    c = ember.metrics.counters()
+    assert not c["lowering_errors"], c["lowering_errors"]
+    assert not c["lowering_declined"], c["lowering_declined"]
+
+
+def test_aten_backend_runs_the_cpu_kernels():
+    """The `aten` backend runs ember::sdpa_* through their CPU kernels: same values."""
+    old = ember.config.backend
+    try:
+        _set_backend("aten")
+        g = torch.Generator().manual_seed(3)
+        q, k, v, m = rnd(2, 2, 5, 4, gen=g), rnd(2, 2, 6, 4, gen=g), rnd(2, 2, 6, 3, gen=g), rnd(5, 6, gen=g)
+        outs = []
+        for dev in ("cpu", DEV):
+            ts = [t.float().to(dev).requires_grad_() for t in (q, k, v, m)]
+            o = F.scaled_dot_product_attention(ts[0], ts[1], ts[2], attn_mask=ts[3], scale=0.7)
+            o.square().sum().backward()
+            outs.append([o] + [t.grad for t in ts])
+        for a, b in zip(outs[1], outs[0]):
+            torch.testing.assert_close(a.cpu(), b, rtol=1e-5, atol=1e-5)
+        assert "ember::sdpa_forward" in ember.metrics.counters()["externs"]
+    finally:
+        _set_backend(old)
+
+
+def test_gqa_and_other_ranks_take_the_math_path(backend):
+    g = torch.Generator().manual_seed(1)
+    q, k, v = rnd(1, 4, 5, 8, gen=g), rnd(1, 2, 5, 8, gen=g), rnd(1, 2, 5, 8, gen=g)
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True, is_causal=True)
+    got = F.scaled_dot_product_attention(q.float().to(DEV), k.float().to(DEV), v.float().to(DEV),
+                                         enable_gqa=True, is_causal=True)
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    q3 = rnd(3, 5, 8, gen=g).float()
+    torch.testing.assert_close(F.scaled_dot_product_attention(q3.to(DEV), q3.to(DEV), q3.to(DEV)).cpu(),
+                               F.scaled_dot_product_attention(q3, q3, q3), rtol=1e-5, atol=1e-5)
+    declined = ember.metrics.counters()["lowering_declined"]
+    assert declined.get("aten::scaled_dot_product_attention (math path: head counts differ (GQA))") == 1
+    assert declined.get("aten::scaled_dot_product_attention (math path: query/key/value not 4-D)") == 1
+
+
+def test_mask_with_is_causal_raises_like_eager():
+    """The math path raises eager's error (eager's CPU flash kernel, when chosen, would
+    apply both instead; ember always takes the math path for this pair)."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v, m = (rnd(*s, gen=g).float() for s in ((1, 2, 6, 4), (1, 2, 6, 4), (1, 2, 6, 3), (6, 6)))
+    with pytest.raises(RuntimeError, match="attn_mask should not be set when is_causal"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=True)
+    with pytest.raises(RuntimeError, match="attn_mask should not be set when is_causal"):
+        F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), attn_mask=m.to(DEV), is_causal=True)
+    x = torch.ones(2, device=DEV) * 3  # the device stays usable
+    assert x.cpu().tolist() == [3.0, 3.0]
+
+
+# ---------------------------------------------------------------- dropout
+def _dropout_setup(B=2, H=4, L=64, S=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(B, H, L, 8, generator=g)
+    k = torch.randn(B, H, S, 8, generator=g)
+    v = torch.eye(S).expand(B, H, S, S).contiguous()  # out = dropped probabilities
+    return q, k, v
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_dropout_keep_rate_scale_and_backward_use_the_forward_mask(p, backend):
+    q, k, v = _dropout_setup()
+    S = v.shape[-1]
+    scale = 1 / math.sqrt(q.shape[-1])
+    qe, ke, ve = (t.to(DEV).requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(qe, ke, ve, dropout_p=p)
+    cot = torch.randn(out.shape, generator=torch.Generator().manual_seed(7))
+    (out * cot.to(DEV)).sum().backward()
+    z = out.detach().cpu()                      # Z = P * keep / (1 - p) (v = identity)
+    probs = torch.softmax(q @ k.transpose(-2, -1) * scale, -1)
+    keep = z != 0
+    rate = keep.double().mean().item()
+    n = keep.numel()
+    assert abs(rate - (1 - p)) < 5 * math.sqrt(p * (1 - p) / n), (rate, 1 - p)
+    torch.testing.assert_close(z[keep], (probs / (1 - p))[keep], rtol=1e-5, atol=1e-6)
+    # Gradients from the forward's own mask.
+    gv = z.transpose(-2, -1) @ cot
+    dp = (cot @ v.transpose(-2, -1)) * keep / (1 - p)
+    ds = probs * (dp - (dp * probs).sum(-1, keepdim=True))
+    gq = ds @ k * scale
+    gk = ds.transpose(-2, -1) @ q * scale
+    torch.testing.assert_close(ve.grad.cpu(), gv, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(qe.grad.cpu(), gq, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(ke.grad.cpu(), gk, rtol=1e-4, atol=1e-5)
+
+
+def test_dropout_backward_in_a_later_graph_regenerates_the_mask(backend):
+    """Forward synced alone (a value read), backward in its own graph: same mask."""
+    p = 0.3
+    q, k, v = _dropout_setup(B=1, H=2, L=16, S=16)
+    qe, ke, ve = (t.to(DEV).requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(qe, ke, ve, dropout_p=p)
+    z = out.detach().cpu()
+    out.sum().backward()
+    gv = z.transpose(-2, -1) @ torch.ones_like(z)
+    torch.testing.assert_close(ve.grad.cpu(), gv, rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_masks_differ_per_call_and_reproduce_under_manual_seed(backend):
+    q, k, v = _dropout_setup(B=1, H=2, L=32, S=32)
+    qe, ke, ve = (t.to(DEV) for t in (q, k, v))
+
+    def two_calls(seed):
+        torch.manual_seed(seed)
+        a = F.scaled_dot_product_attention(qe, ke, ve, dropout_p=0.5)
+        b = F.scaled_dot_product_attention(qe, ke, ve, dropout_p=0.5)
+        return (a != 0).cpu(), (b != 0).cpu()
+
+    a0, b0 = two_calls(0)
+    compiled = ember.metrics.counters()["graphs_compiled"]
+    a1, b1 = two_calls(0)
+    a2, b2 = two_calls(1)
+    assert not torch.equal(a0, b0)          # two calls never share a mask
+    assert torch.equal(a0, a1) and torch.equal(b0, b1)  # manual_seed reproduces
+    assert not torch.equal(a0, a2)          # another seed, other masks
+    assert ember.metrics.counters()["graphs_compiled"] == compiled  # the seed is no graph key
+
+
+def test_dropout_p_one_and_zero(backend):
+    q, k, v = _dropout_setup(B=1, H=1, L=8, S=8)
+    out1 = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), dropout_p=1.0)
+    assert torch.equal(out1.cpu(), torch.zeros(1, 1, 8, 8))
+    out0 = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), dropout_p=0.0)
+    torch.testing.assert_close(out0.cpu(), F.scaled_dot_product_attention(q, k, v), rtol=1e-5, atol=1e-6)
