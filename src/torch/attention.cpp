@@ -41,6 +41,7 @@
 #include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -173,10 +174,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> overrideable_backward
 }
 
 // ---------------------------------------------------------------- ember:: ops
-// The forward output's layout: (B, L, H, Ev) memory viewed as (B, H, L, Ev), as
-// eager's CPU flash-attention kernel returns it.
-at::Tensor empty_output(const at::Tensor& q, const at::Tensor& v, const at::TensorOptions& o) {
-  return at::empty({q.size(0), q.size(2), q.size(1), v.size(3)}, o).transpose(1, 2);
+// The forward output's layout, as eager CPU returns it: its flash kernel lays the
+// output out like the query (dims in the query's stride order); its math path, which
+// eager takes for dropout, returns a row-major matmul result.
+at::Tensor empty_output(const at::Tensor& q, const at::Tensor& v, double dropout_p,
+                        const at::TensorOptions& o) {
+  std::vector<int64_t> sizes = {q.size(0), q.size(1), q.size(2), v.size(3)};
+  if (dropout_p > 0) return at::empty(sizes, o);
+  std::vector<int64_t> order = {0, 1, 2, 3};  // outermost first
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return q.stride(a) > q.stride(b); });
+  std::vector<int64_t> perm_sizes(4), inverse(4);
+  for (int64_t j = 0; j < 4; ++j) {
+    perm_sizes[j] = sizes[order[j]];
+    inverse[order[j]] = j;
+  }
+  return at::empty(perm_sizes, o).permute(inverse);
 }
 
 at::Tensor mask_grad_like(const at::Tensor& q, const std::optional<at::Tensor>& mask, const at::TensorOptions& o) {
@@ -189,7 +201,7 @@ at::Tensor mask_grad_like(const at::Tensor& q, const std::optional<at::Tensor>& 
 at::Tensor sdpa_forward_meta(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const std::optional<at::Tensor>& mask, const at::Tensor& seed,
                              const at::Tensor& offset, bool is_causal, at::ArrayRef<double> sd) {
-  return empty_output(q, v, q.options());
+  return empty_output(q, v, sd.at(1), q.options());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward_meta(
@@ -256,7 +268,7 @@ at::Tensor sdpa_forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::
   at::ScalarType ct = compute_type(q);
   CpuProbs pr = cpu_probs(q, k, mask, seed, offset, is_causal, sd, ct);
   at::Tensor z = pr.keep.defined() ? pr.probs * pr.keep : pr.probs;
-  at::Tensor out = empty_output(q, v, q.options());
+  at::Tensor out = empty_output(q, v, sd[1], q.options());
   out.copy_(at::matmul(z, v.to(ct)));
   return out;
 }

@@ -86,6 +86,7 @@ def test_sdpa_matches_eager(case, dtype, backend):
     want = run("cpu")
     got = run(DEV)
     ember.sync()
+    assert got[0].stride() == want[0].stride()
     for i, (a, b) in enumerate(zip(got, want)):
         a = a.cpu().double()
         b = b.double()
@@ -97,6 +98,20 @@ def test_sdpa_matches_eager(case, dtype, backend):
     c = ember.metrics.counters()
     assert not c["lowering_errors"], c["lowering_errors"]
     assert not c["lowering_declined"], c["lowering_declined"]
+
+
+def test_output_layout_follows_eager():
+    """Eager CPU lays the output out like the query (flash kernel), row-major with
+    dropout (math path); ember reports the same strides, so views behave alike."""
+    q = torch.randn(2, 5, 3, 4).transpose(1, 2)
+    for kw in ({}, {"is_causal": True}, {"attn_mask": torch.randn(5, 5)}):
+        want = F.scaled_dot_product_attention(q, q, q, **kw)
+        dkw = {k: (v.to(DEV) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+        got = F.scaled_dot_product_attention(q.to(DEV), q.to(DEV), q.to(DEV), **dkw)
+        assert got.stride() == want.stride(), kw
+        torch.testing.assert_close(got.transpose(1, 2).view(2, 5, 12).cpu(), want.transpose(1, 2).view(2, 5, 12))
+    got = F.scaled_dot_product_attention(q.to(DEV), q.to(DEV), q.to(DEV), dropout_p=0.5)
+    assert got.is_contiguous()
 
 
 def test_aten_backend_runs_the_cpu_kernels():
