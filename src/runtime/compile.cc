@@ -112,48 +112,63 @@ bool Mergeable(const Node& n) {
 }
 
 // Horizontal fusion over the group list (in node order). Mergeable fusion
-// groups are collected into a pending set, which runs as one kFusionSet
-// group placed just before the first group that reads one of its results
-// (or at the end). A fusion that reads a pending result, or would exceed
-// the bounds, first flushes the set. Other groups keep their order; a
-// pending fusion only moves later, past groups that do not read it, so
-// every value is still computed before it is read.
+// groups are collected into pending sets by level: a fusion joins the set
+// one level above the highest pending set it reads (level 0 if it reads
+// none), so a set never reads its own results. The sets run as kFusionSet
+// groups in level order, placed just before the first other group that
+// reads a pending result (or at the end); a fusion whose set is full
+// first flushes them all. Other groups keep their order; a pending fusion
+// only moves later, past groups that do not read it, and after the sets it
+// reads, so every value is still computed before it is read.
 std::vector<Group> MergeFusionGroups(const Graph& g, std::vector<Group> groups) {
-  std::vector<Group> out;
-  Group pending{GroupKind::kFusionSet, {}};
-  std::set<NodeId> pending_nodes;
-  int pending_body = 0;
-  auto flush = [&] {
-    if (pending.nodes.size() == 1) {
-      out.push_back(Group{GroupKind::kFusion, pending.nodes});
-    } else if (!pending.nodes.empty()) {
-      out.push_back(pending);
-    }
-    pending.nodes.clear();
-    pending_nodes.clear();
-    pending_body = 0;
+  struct Pending {
+    std::vector<NodeId> nodes;
+    int body = 0;
   };
-  auto reads_pending = [&](const Group& grp) {
+  std::vector<Group> out;
+  std::vector<Pending> levels;
+  std::map<NodeId, int> level_of;  // pending fusion -> its level
+  auto flush = [&] {
+    for (Pending& p : levels) {
+      if (p.nodes.size() == 1) {
+        out.push_back(Group{GroupKind::kFusion, p.nodes});
+      } else if (!p.nodes.empty()) {
+        out.push_back(Group{GroupKind::kFusionSet, p.nodes});
+      }
+    }
+    levels.clear();
+    level_of.clear();
+  };
+  // 1 + the highest pending level `grp` reads; 0 if it reads none.
+  auto level_after = [&](const Group& grp) {
+    int level = 0;
     for (NodeId id : grp.nodes)
-      for (NodeId op : g.node(id).operands)
-        if (pending_nodes.count(op)) return true;
-    return false;
+      for (NodeId op : g.node(id).operands) {
+        auto it = level_of.find(op);
+        if (it != level_of.end()) level = std::max(level, it->second + 1);
+      }
+    return level;
   };
   for (Group& grp : groups) {
-    if (grp.kind == GroupKind::kFusion && Mergeable(g.node(grp.nodes[0]))) {
-      const NodeId f = grp.nodes[0];
-      const int body = g.node(f).called->num_nodes();
-      if (reads_pending(grp) || pending.nodes.size() >= kMaxMergedFusions ||
-          pending_body + body > kMaxMergedNodes) {
-        flush();
-      }
-      pending.nodes.push_back(f);
-      pending_nodes.insert(f);
-      pending_body += body;
+    const bool mergeable = grp.kind == GroupKind::kFusion && Mergeable(g.node(grp.nodes[0]));
+    int level = level_after(grp);
+    if (!mergeable) {
+      if (level > 0) flush();
+      out.push_back(std::move(grp));
       continue;
     }
-    if (reads_pending(grp)) flush();
-    out.push_back(std::move(grp));
+    const NodeId f = grp.nodes[0];
+    const int body = g.node(f).called->num_nodes();
+    if (level < static_cast<int>(levels.size()) &&
+        (levels[level].nodes.size() >= kMaxMergedFusions ||
+         levels[level].body + body > kMaxMergedNodes)) {
+      flush();
+      level = 0;
+    }
+    if (level >= static_cast<int>(levels.size())) levels.resize(level + 1);
+    levels[level].nodes.push_back(f);
+    levels[level].body += body;
+    level_of[f] = level;
   }
   flush();
   return out;

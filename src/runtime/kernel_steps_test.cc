@@ -168,6 +168,57 @@ TEST(KernelSteps, IndependentFusionsShareOneKernel) {
   EXPECT_NE(r.status().message().find("fusion %"), std::string::npos) << r.status().message();
 }
 
+// Levels: per-tensor |g| then sums of it, interleaved in node order as
+// clip_grad_norm_ emits them, become one kernel of |g|s and one of sums; a
+// dot-general reading a level-1 result runs after both, and a fusion after
+// the dot reading it starts afresh.
+TEST(KernelSteps, MergedFusionsGoByLevel) {
+  Graph g = Parse(R"(graph main(%p0: f32[16,8], %p1: f32[8], %p2: f32[8,4]) {
+  %0 = f32[16,8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8,4] parameter(2)
+  %3 = f32[16,8] abs(%0)
+  %4 = f32[] reduce(%3), dimensions={0,1}, to_apply=add
+  %5 = f32[] reduce(%3), dimensions={0,1}, to_apply=maximum
+  %6 = f32[8] abs(%1)
+  %7 = f32[] reduce(%6), dimensions={0}, to_apply=add
+  %8 = f32[] reduce(%6), dimensions={0}, to_apply=maximum
+  %9 = f32[16,8] exponential(%3)
+  %10 = f32[16,4] dot-general(%9, %2), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  %11 = f32[16,4] negate(%10)
+  %12 = f32[8] negate(%1)
+  ROOT (%4, %5, %7, %8, %11, %12)
+})");
+  std::mt19937_64 rng(5);
+  auto args = fuzz::RandomArguments(g, rng);
+  auto want = Evaluate(g, args);
+  ASSERT_TRUE(want.ok());
+  auto exe = Compile(g, CpuOptions(/*optimize=*/true));
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  std::vector<size_t> widths;
+  std::string kinds;
+  for (const Step& s : exe->steps()) {
+    if (s.kind == StepKind::kKernel) widths.push_back(s.writes.size());
+    kinds += s.kind == StepKind::kKernel ? "K" : s.kind == StepKind::kExtern ? "E" : "I";
+  }
+  // Fusions: |x|, sum, max, |y|, sum, max, exp(|x|) (read by the dot), and
+  // the two negates. Level 0: both abs; level 1: the four reductions and
+  // the exp; the dot reads the exp, so both sets run before it; then the
+  // negates (%11 reads the dot) share one kernel.
+  EXPECT_EQ(kinds, "KKEK");
+  EXPECT_EQ(widths, (std::vector<size_t>{2, 5, 2}));
+  auto got = exe->RunLiterals(args);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectSame(*got, *want);
+  CompileOptions single = CpuOptions(/*optimize=*/true);
+  single.merge_fusions = false;
+  auto exe1 = Compile(g, single);
+  ASSERT_TRUE(exe1.ok());
+  size_t unmerged = 0;
+  for (const Step& s : exe1->steps()) unmerged += s.kind == StepKind::kKernel;
+  EXPECT_EQ(unmerged, 9u);
+}
+
 TEST(KernelSteps, IntegerDivisionByZeroIsOutOfRangeNamingStepAndNode) {
   Graph g = Parse(R"(graph main(%p0: s32[4], %p1: s32[4]) {
   %0 = s32[4] parameter(0)
