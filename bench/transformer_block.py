@@ -15,7 +15,7 @@ steps), Inductor = kernels it generated for the compiled forward+backward (its
 kernels and extern steps of the step's graph (`ember.metrics.last_graph()`).
 
     python bench/transformer_block.py [--reps 20] [--warmup 3] [--batch 8] [--seq 128]
-        [--dim 256] [--heads 4] [--no-compile] [--json out.json]
+        [--dim 256] [--heads 4] [--backend cpu] [--threads N] [--no-compile] [--json out.json]
 """
 import argparse
 import copy
@@ -61,7 +61,7 @@ def make_trainer(model, steps_total, lr=1e-3):
 
 
 def train_step(model, opt, sched, x, target, forward=None):
-    out = (forward or model)(x)
+    out = (model if forward is None else forward)(x)
     loss = F.mse_loss(out, target)
     loss.backward()
     opt.step()
@@ -98,11 +98,19 @@ def main():
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (Inductor)")
+    ap.add_argument("--backend", default="cpu", choices=("cpu", "interpreter", "aten"),
+                    help="ember.config.backend for the ember variant (default cpu: native kernels)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch.set_num_threads for every variant (0: torch's default); ember's "
+                         "own pool follows EMBER_NUM_THREADS")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
 
     import ember
 
+    ember.config.backend = args.backend
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     base = Block(args.dim, args.heads)
     x = torch.randn(args.batch, args.seq, args.dim)
@@ -162,6 +170,7 @@ def main():
            "ember_during_timing": {k: c[k] for k in ("graphs_compiled", "syncs", "execute_seconds")},
            "variants": {}}
     print(f"transformer block train step: batch {args.batch}, seq {args.seq}, dim {args.dim}, heads {args.heads}; "
+          f"ember backend {args.backend}; "
           f"{args.reps} reps; commit {commit}; load {load_start[0]:.1f} -> {load_end[0]:.1f}")
     print(f"{'variant':<10} {'median ms':>10} {'min-max ms':>18} {'/ eager':>8}  kernels per step")
     for name, ts in times.items():
