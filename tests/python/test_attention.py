@@ -56,6 +56,11 @@ CASES = {
     "float_mask_bcast": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6), lambda g: rnd(2, 1, 5, 7, gen=g), {}),
     "bool_mask": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6),
                   lambda g: (torch.rand(2, 3, 5, 7, generator=g) > 0.4) | torch.eye(5, 7, dtype=torch.bool), {}),
+    # Rows with nothing to attend to give 0 (eager's safe softmax), gradients 0 there.
+    "bool_mask_empty_row": ((1, 2, 4, 8), (1, 2, 5, 8), (1, 2, 5, 3),
+                            lambda g: torch.ones(4, 5, dtype=torch.bool).index_fill(0, torch.tensor([1]), False), {}),
+    "float_mask_inf_row": ((1, 2, 4, 8), (1, 2, 5, 8), (1, 2, 5, 3),
+                           lambda g: rnd(4, 5, gen=g).index_fill(0, torch.tensor([2]), float("-inf")), {}),
 }
 
 
