@@ -282,8 +282,16 @@ class FusionBuilder {
       *absorb = true;
       return FusionDecision::Yes();
     }
-    FusionDecision dup =
-        ShouldDuplicate(pn, static_cast<int>(users_[p].size()), is_output_[p]);
+    auto constant_like = [&](const Node& x) {
+      return x.op == OpKind::kConstant || x.op == OpKind::kIota;
+    };
+    bool from_constants = constant_like(pn);
+    if (!from_constants && !pn.operands.empty()) {
+      from_constants = true;
+      for (NodeId y : pn.operands) from_constants = from_constants && constant_like(g_.node(y));
+    }
+    FusionDecision dup = ShouldDuplicate(pn, static_cast<int>(users_[p].size()), is_output_[p],
+                                         from_constants);
     if (!dup) return dup;
     for (NodeId y : pn.operands) {
       if (!Materialized(y)) {

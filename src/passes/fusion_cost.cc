@@ -48,7 +48,8 @@ bool IsExpensive(const Node& n) {
   return n.op == OpKind::kReduce || ElementCost(n) >= kExpensiveCost;
 }
 
-FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output) {
+FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output,
+                               bool from_constants) {
   std::ostringstream os;
   const std::string users = UsersText(num_users, is_output);
   if (p.op == OpKind::kReduce) {
@@ -68,7 +69,7 @@ FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output) {
        << "; only constant, iota, broadcast-in-dim, reshape and convert are duplicated";
     return FusionDecision::No(os.str());
   }
-  if (num_users > kMaxDuplicateUsers) {
+  if (num_users > kMaxDuplicateUsers && !from_constants) {
     os << "cheap producer " << Label(p) << " " << users << ", more than the duplication bound "
        << kMaxDuplicateUsers;
     return FusionDecision::No(os.str());

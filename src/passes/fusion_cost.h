@@ -33,7 +33,12 @@ bool IsExpensive(const Node& n);
 // Only cheap producers (constant, iota, broadcast-in-dim, reshape, convert)
 // with at most kMaxDuplicateUsers users are duplicated; an expensive one
 // (transcendental, divide, reduce) never is.
-FusionDecision ShouldDuplicate(const Node& producer, int num_users, bool is_output);
+// A producer computed from no runtime value (`from_constants`: a constant, an
+// iota, or a broadcast-in-dim/reshape/convert of one, e.g. the splat of a
+// layer norm's element count) is duplicated into any number of consumers:
+// recomputing it is free, materializing it costs a kernel and a read per use.
+FusionDecision ShouldDuplicate(const Node& producer, int num_users, bool is_output,
+                               bool from_constants = false);
 
 // At most this many reductions in one row fusion (each is one pass over a
 // row of the input; the row kernel recomputes values used by several passes).

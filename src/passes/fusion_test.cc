@@ -738,7 +738,7 @@ TEST(FusionTest, NothingToFuse) {
 
 TEST(FusionTest, CheapProducerBeyondTheDuplicationBound) {
   std::string text = "graph g(%p0: f32[4]) {\n  %0 = f32[4] parameter(0)\n"
-                     "  %1 = f32[4] iota(), iota_dimension=0\n";
+                     "  %1 = f32[4] reshape(%0)\n";
   std::string root = "  ROOT (";
   for (int i = 0; i < kMaxDuplicateUsers + 1; ++i) {
     const int e = 2 + 2 * i;
@@ -754,10 +754,10 @@ TEST(FusionTest, CheapProducerBeyondTheDuplicationBound) {
   ASSERT_EQ(pass.refusals().size(), static_cast<size_t>(kMaxDuplicateUsers + 1));
   EXPECT_EQ(pass.refusals()[0],
             "refuse %1 -> %" + std::to_string(2 * kMaxDuplicateUsers + 3) +
-                ": cheap producer iota %1 has 9 users, more than the duplication bound 8");
-  // The iota is its own kernel, read by every other fusion.
+                ": cheap producer reshape %1 has 9 users, more than the duplication bound 8");
+  // The reshape is its own kernel, read by every other fusion.
   EXPECT_EQ(g.node(1).op, OpKind::kFusion);
-  EXPECT_EQ(g.node(1).called->node(0).op, OpKind::kIota);
+  EXPECT_EQ(g.node(1).called->node(1).op, OpKind::kReshape);
   ExpectSameValues(before, g);
   // With one user fewer it is duplicated into each consumer.
   std::string fewer = text;
@@ -771,6 +771,45 @@ TEST(FusionTest, CheapProducerBeyondTheDuplicationBound) {
   EXPECT_TRUE(p2.refusals().empty());
   EXPECT_EQ(h.num_nodes(), 1 + kMaxDuplicateUsers);
   ExpectSameValues(hb, h);
+}
+
+// Values computed from constants only (an iota, the splat of a layer
+// norm's element count) are duplicated into every consumer whatever their
+// number: no kernel of their own.
+TEST(FusionTest, ConstantSplatsAreDuplicatedBeyondTheBound) {
+  std::string text = "graph g(%p0: f32[4]) {\n  %0 = f32[4] parameter(0)\n"
+                     "  %1 = f32[4] iota(), iota_dimension=0\n"
+                     "  %2 = f32[] constant({64})\n"
+                     "  %3 = f32[4] broadcast-in-dim(%2), dimensions={}\n";
+  std::string root = "  ROOT (";
+  for (int i = 0; i < kMaxDuplicateUsers + 3; ++i) {
+    const int e = 4 + 3 * i;
+    text += "  %" + std::to_string(e) + " = f32[4] exponential(%0)\n";
+    text += "  %" + std::to_string(e + 1) + " = f32[4] add(%" + std::to_string(e) + ", %1)\n";
+    text += "  %" + std::to_string(e + 2) + " = f32[4] divide(%" + std::to_string(e + 1) +
+            ", %3)\n";
+    root += (i ? ", %" : "%") + std::to_string(e + 2);
+  }
+  text += root + ")\n}\n";
+  Graph g = ParseOrDie(text);
+  const Graph before = g;
+  FusionPass pass;
+  ASSERT_TRUE(pass.Run(g).ok());
+  EXPECT_TRUE(pass.refusals().empty()) << pass.refusals()[0];
+  // The parameter and one fusion per output; each body holds its own iota
+  // and splat.
+  EXPECT_EQ(g.num_nodes(), 1 + kMaxDuplicateUsers + 3);
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::kFusion) continue;
+    int iotas = 0, splats = 0;
+    for (const Node& b : n.called->nodes()) {
+      iotas += b.op == OpKind::kIota;
+      splats += b.op == OpKind::kBroadcastInDim;
+    }
+    EXPECT_EQ(iotas, 1);
+    EXPECT_EQ(splats, 1);
+  }
+  ExpectSameValues(before, g);
 }
 
 TEST(FusionTest, LegalityAndCostPredicates) {
