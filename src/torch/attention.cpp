@@ -10,7 +10,9 @@
 // error cases (a mask with is_causal: the math path raises eager's error; eager's
 // CPU flash kernel, when it is chosen, applies both instead) take torch's math
 // path, which decomposes into lowered ops (each such call counts in lowering_declined under "aten::scaled_dot_product_attention
-// (math path: <reason>)").
+// (math path: <reason>)"). `torch.nn.attention.sdpa_kernel` is honoured: with the
+// overrideable backend disabled ember takes the math path, with both disabled torch
+// raises its "No viable backend" error.
 //
 // `_scaled_dot_product_fused_attention_overrideable` and its `_backward` are
 // PrivateUse1 kernels; autograd comes from torch's derivatives.yaml entry for the
@@ -93,12 +95,14 @@ void note_math_path(const std::string& reason) {
 int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
-  std::string why = decline_reason(q, k, v, mask, is_causal);
-  if (!why.empty()) {
-    note_math_path(why);
-    return static_cast<int64_t>(at::SDPBackend::math);
-  }
-  return static_cast<int64_t>(at::SDPBackend::overrideable);
+  const auto& ctx = at::globalContext();
+  std::string why = ctx.userEnabledOverrideableSDP() ? decline_reason(q, k, v, mask, is_causal)
+                                                      : "overrideable backend disabled (sdpa_kernel)";
+  if (why.empty()) return static_cast<int64_t>(at::SDPBackend::overrideable);
+  // torch raises "No viable backend" for `error` when math is disabled too.
+  if (!ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::error);
+  note_math_path(why);
+  return static_cast<int64_t>(at::SDPBackend::math);
 }
 
 // A 0-d int64 ember tensor holding `v`'s bits (device data).

@@ -154,6 +154,25 @@ def test_gqa_and_other_ranks_take_the_math_path(backend):
     assert declined.get("aten::scaled_dot_product_attention (math path: query/key/value not 4-D)") == 1
 
 
+def test_sdpa_kernel_context_is_honoured(backend):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.randn(1, 2, 5, 4)
+    d = q.to(DEV)
+    with sdpa_kernel([SDPBackend.MATH]):
+        got = F.scaled_dot_product_attention(d, d, d, is_causal=True)
+        assert "ember::sdpa_forward" not in ember.pending_graph()
+    torch.testing.assert_close(got.cpu(), F.scaled_dot_product_attention(q, q, q, is_causal=True))
+    declined = ember.metrics.counters()["lowering_declined"]
+    assert "aten::scaled_dot_product_attention (math path: overrideable backend disabled (sdpa_kernel))" in declined
+    with sdpa_kernel([SDPBackend.OVERRIDEABLE]):
+        whole = F.scaled_dot_product_attention(d, d, d, is_causal=True)
+        assert "ember::sdpa_forward" in ember.pending_graph()
+    torch.testing.assert_close(whole.cpu(), got.cpu())
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), pytest.raises(RuntimeError, match="No viable backend"):
+        F.scaled_dot_product_attention(d, d, d)
+
+
 def test_mask_with_is_causal_raises_like_eager():
     """The math path raises eager's error (eager's CPU flash kernel, when chosen, would
     apply both instead; ember always takes the math path for this pair)."""
