@@ -462,6 +462,44 @@ NodeId BroadcastOfUnitReshape(const Node& n, Rewriter& rw) {
   return rw.builder().BroadcastInDim(x, n.shape.dims(), mapped);
 }
 
+// elementwise(reshape(a), ..., broadcast-in-dim(scalar), ...) =>
+// reshape(elementwise(a, ..., broadcast-in-dim(scalar, a's dims), ...)) when
+// every reshape operand only inserts size-1 dims into an `a` of one shape
+// with none (XLA's reshape mover, for the keepdim case): a keepdim statistic
+// such as a layer norm's mean, f32[4,32] -> f32[4,32,1] then divided by the
+// element count, is computed on f32[4,32]; the reshape moves to the end of
+// the chain, where broadcast-of-unit-reshape turns its broadcast back into a
+// row broadcast, so the whole norm can be one row fusion. Same ops on the
+// same values, so the same bits.
+NodeId ElementwiseOfUnitReshape(const Node& n, Rewriter& rw) {
+  if (!IsElementwise(n.op) || n.shape.is_tuple() || n.operands.empty()) return kNoMatch;
+  const std::vector<int64_t>& dims = n.shape.dims();
+  std::vector<int64_t> inner;
+  for (int64_t d : dims)
+    if (d != 1) inner.push_back(d);
+  if (inner.size() == dims.size()) return kNoMatch;  // no unit dim to drop
+  std::vector<NodeId> ops;
+  bool any_reshape = false;
+  for (size_t i = 0; i < n.operands.size(); ++i) {
+    const Node& o = InNode(n, rw, static_cast<int>(i));
+    if (o.shape.is_tuple() || o.shape.dims() != dims) return kNoMatch;
+    if (o.op == OpKind::kReshape && rw.NewNode(o.operands[0]).shape.dims() == inner) {
+      ops.push_back(o.operands[0]);
+      any_reshape = true;
+    } else if (o.op == OpKind::kBroadcastInDim &&
+               rw.NewNode(o.operands[0]).shape.rank() == 0) {
+      ops.push_back(rw.builder().BroadcastInDim(o.operands[0], inner, {}));
+    } else {
+      return kNoMatch;
+    }
+  }
+  if (!any_reshape) return kNoMatch;
+  GraphBuilder& b = rw.builder();
+  const NodeId e = b.AddNode(n.op, std::move(ops), n.attrs, Shape(n.shape.dtype(), inner),
+                             n.literal, n.metadata, n.called);
+  return b.Reshape(e, dims);
+}
+
 // dot-general(transpose(a, p), b) => dot-general(a, b) with the lhs batch
 // and contracting dims mapped through p (likewise for the rhs), when p keeps
 // the free dims in order (the result lists free dims in operand order, so
@@ -617,6 +655,7 @@ const std::vector<Rule>& Rules() {
       {"broadcast-identity", BroadcastIdentity},
       {"broadcast-broadcast", BroadcastBroadcast},
       {"broadcast-of-unit-reshape", BroadcastOfUnitReshape},
+      {"elementwise-of-unit-reshape", ElementwiseOfUnitReshape},
       {"dot-of-transpose", DotOfTranspose},
       {"slice-full", SliceFull},
       {"concat-single", ConcatSingle},

@@ -708,6 +708,49 @@ graph main(%p0: f32[1,3]) {
 })");
 }
 
+// A layer norm's keepdim mean: computed on the row shape, reshaped last.
+TEST(Simplify, ElementwiseOfUnitReshape) {
+  ExpectSimplifies(R"(
+graph main(%p0: f32[4,32]) {
+  %s = f32[4,32] parameter(0)
+  %r = f32[4,32,1] reshape(%s)
+  %c = f32[] constant({64})
+  %n = f32[4,32,1] broadcast-in-dim(%c), dimensions={}
+  %m = f32[4,32,1] divide(%r, %n)
+  ROOT (%m)
+})",
+                   R"(
+graph main(%p0: f32[4,32]) {
+  %s = f32[4,32] parameter(0)
+  %c = f32[] constant({64})
+  %n = f32[4,32] broadcast-in-dim(%c), dimensions={}
+  %m = f32[4,32] divide(%s, %n)
+  %r = f32[4,32,1] reshape(%m)
+  ROOT (%r)
+})",
+                   "elementwise-of-unit-reshape");
+}
+
+// Operands reshaped from different shapes, a non-scalar broadcast, or a
+// shape without unit dims: left alone.
+TEST(Simplify, ElementwiseOfOtherReshapesIsKept) {
+  ExpectNotSimplified(R"(
+graph main(%p0: f32[4,32], %p1: f32[4,32,1]) {
+  %s = f32[4,32] parameter(0)
+  %t = f32[4,32,1] parameter(1)
+  %r = f32[4,32,1] reshape(%s)
+  %m = f32[4,32,1] add(%r, %t)
+  ROOT (%m)
+})");
+  ExpectNotSimplified(R"(
+graph main(%p0: f32[128]) {
+  %s = f32[128] parameter(0)
+  %r = f32[4,32] reshape(%s)
+  %m = f32[4,32] negate(%r)
+  ROOT (%m)
+})");
+}
+
 // The transposed operand of a matmul (the weight gradient's x^T * dy) is
 // read through the dot's dims instead of being materialized.
 TEST(Simplify, DotOfTranspose) {
