@@ -291,8 +291,17 @@ def _to_cpu(obj):
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process in MiB (Linux ru_maxrss is in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak resident set size of this process in MiB: VmHWM of /proc/self/status where
+    there is one. Not ru_maxrss first: Linux carries ru_maxrss across execve, so a run
+    started by a larger parent (a benchmark driver) would report the parent's peak."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
 # ---------------------------------------------------------------------------- main

@@ -4,9 +4,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
-from ember.bench import cost, timing
+from ember.bench import backends, cost, models, timing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -84,3 +85,16 @@ def test_compile_excess():
     # 3 start-up steps (compile in the first two) and 3 steady steps of 1 s.
     assert cost.excess([10.0, 3.0, 1.0, 1.0, 1.0, 1.0], 3) == 11.0
     assert cost.excess([1.0, 1.0], 3) is None
+
+
+@pytest.mark.parametrize("name", ["resnet18", "gpt2", "bert"])
+def test_workload_trains_on_ember_like_eager(name):
+    """The default suite's CNN and Hugging Face workloads (tiny scale) train on ember
+    through the bench's own runners: the loss after each of 2 AdamW steps matches eager's
+    within the bench's numerics tolerance (timing.RTOL)."""
+    w = models.build(name, "tiny")
+    runners = {"eager": backends.make_runner("eager", w, "train"),
+               "ember": backends.make_runner("ember", w, "train")}
+    res = timing.interleaved(runners, warmup=2, repeats=0)
+    assert res["ember"]["status"] == "ok", res["ember"]["status"]
+    assert res["ember"]["numerics_ok"] is True, res["ember"]["numerics_max_diff"]
