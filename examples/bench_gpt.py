@@ -124,7 +124,10 @@ def interleaved(data_path, rounds, warmup):
                "compile": GPTStep(train_gpt, base, data, torch.device("cpu"), True, 1)}
     res = timing.interleaved(runners, warmup, rounds, reference="eager",
                              on_error=lambda b, e: log(f"{b} failed: {type(e).__name__}: {e}"))
-    return res
+    # The engine that ran ember's graphs (the bridge's default when EMBER_BACKEND is unset).
+    backend = str(getattr(ember.config, "backend", None) or os.environ.get("EMBER_BACKEND")
+                  or "default")
+    return res, backend
 
 
 def commit():
@@ -150,7 +153,7 @@ def main():
     import torch
 
     machine = {"date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit(),
-               "ember_backend": os.environ.get("EMBER_BACKEND", "default"),
+               "ember_backend": None,  # ember.config.backend, read in part 2
                "torch": torch.__version__, "threads": torch.get_num_threads(),
                "cpus": os.cpu_count(), "load_average_start": os.getloadavg()}
     log(f"bench_gpt: {json.dumps(machine)}")
@@ -161,7 +164,7 @@ def main():
         log(f"part 1 {name}: " + json.dumps({k: v for k, v in rows[name].items()
                                                if k not in ("train_loss", "step_seconds")}))
     machine["load_average_part2"] = os.getloadavg()
-    tim = interleaved(args.data, args.interleaved, args.warmup)
+    tim, machine["ember_backend"] = interleaved(args.data, args.interleaved, args.warmup)
     machine["load_average_end"] = os.getloadavg()
     for name, t in tim.items():
         log(f"part 2 {name}: {t['status']}, median {t['median_s']}, ratios {t['ratios']}, "
