@@ -23,9 +23,8 @@ _DEFAULTS = {
     # How a graph runs (docs/architecture.md, "Lowering"): "cpu" (lowered to the core IR,
     # fused, native kernels), "interpreter" (lowered, run by the reference interpreter:
     # no C++ compiler; fast for sweeps) or "aten" (one ATen kernel per op: the oracle).
-    # Initial value: $EMBER_BACKEND, else "aten" (for now: a few training tests still
-    # differ from eager on the lowered backends; docs/architecture.md, "Lowering").
-    "backend": _os.environ.get("EMBER_BACKEND") or "aten",
+    # Initial value: $EMBER_BACKEND, else "cpu".
+    "backend": _os.environ.get("EMBER_BACKEND") or "cpu",
     # Lowered backends: a sync that replaces a device buffer no live tensor refers to
     # (a parameter updated in place) writes the new value into it (donation).
     "donate_buffers": True,

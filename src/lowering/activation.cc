@@ -299,7 +299,20 @@ LowerResult LowerSoftmax(GraphBuilder& b, const AtenCall& c) {
   NodeId shifted = b.Subtract(v, BroadcastTo(b, m, kept, x.sizes));
   NodeId e = b.Exp(shifted);
   NodeId s = BroadcastTo(b, ReduceKeep(b, e, x.sizes, dims, ReduceKind::kAdd), kept, x.sizes);
-  NodeId r = kLog ? b.Subtract(shifted, b.Unary(OpKind::kLog, s)) : b.Divide(e, s);
+  NodeId r;
+  if (kLog) {
+    // Eager's bf16/f16 log_softmax over the last dim keeps the sum of exponentials and
+    // its log in the input dtype (each rounded), then x - max - log in f32 (measured:
+    // bit-identical to torch 2.13 CPU; along another dim it rounds only once).
+    const bool reduced = (x.dtype == DType::kBF16 || x.dtype == DType::kF16) && out.dtype == x.dtype;
+    const bool last = rank > 0 && dims[0] == rank - 1;
+    auto round = [&](NodeId v) {
+      return reduced && last ? ConvertTo(b, ConvertTo(b, v, x.dtype), t) : v;
+    };
+    r = b.Subtract(shifted, round(b.Unary(OpKind::kLog, round(s))));
+  } else {
+    r = b.Divide(e, s);
+  }
   if (kSafe) {
     NodeId all_masked = b.Compare(m, Splat(b, t, -INFINITY, kept), ComparisonKind::kEq);
     r = b.Select(BroadcastTo(b, all_masked, kept, x.sizes), Splat(b, t, 0, x.sizes), r);

@@ -160,11 +160,18 @@ LowerResult LowerArith(GraphBuilder& b, const AtenCall& c) {
   if (K == Arith::kAtan2 && !IsFloat(out.dtype)) return Declined("atan2 of integers");
   Ew e(b, out.dtype, out.sizes);
   NodeId a = e(x), o = e(y), r = kInvalidNode;
-  auto scaled = [&](NodeId v) { return alpha ? b.Multiply(v, e(*alpha)) : v; };
+  // With alpha, eager computes self + alpha * other as one fused multiply-add
+  // (sub: alpha negated; rsub: other - alpha * self).
+  auto with_alpha = [&](NodeId base, NodeId v, bool negate) {
+    if (!alpha) return negate ? b.Subtract(base, v) : b.Add(base, v);
+    NodeId al = e(*alpha);
+    if (negate) al = b.Unary(OpKind::kNegate, al);
+    return e.MulAdd(v, al, base);
+  };
   switch (K) {
-    case Arith::kAdd: r = b.Add(a, scaled(o)); break;
-    case Arith::kSub: r = b.Subtract(a, scaled(o)); break;
-    case Arith::kRsub: r = b.Subtract(o, scaled(a)); break;
+    case Arith::kAdd: r = with_alpha(a, o, false); break;
+    case Arith::kSub: r = with_alpha(a, o, true); break;
+    case Arith::kRsub: r = with_alpha(o, a, true); break;
     case Arith::kMul: r = b.Multiply(a, o); break;
     case Arith::kDiv: r = b.Divide(a, o); break;
     case Arith::kRemainder: r = b.Binary(OpKind::kRemainder, a, o); break;
@@ -295,10 +302,11 @@ LowerResult LowerLerp(GraphBuilder& b, const AtenCall& c) {
   if (!IsFloat(out.dtype)) return Declined("lerp of integers");
   Ew e(b, out.dtype, out.sizes);
   NodeId s = e(x), t = e(y), wt = e(w);
+  // Eager's lerp_vec: |w| < 0.5 ? fma(w, end - self, self) : fma(w - 1, end - self, end).
   NodeId diff = b.Subtract(t, s);
   NodeId small = b.Compare(b.Unary(OpKind::kAbs, wt), e.Const(0.5), ComparisonKind::kLt);
-  NodeId lo = b.Add(s, b.Multiply(wt, diff));
-  NodeId hi = b.Subtract(t, b.Multiply(diff, b.Subtract(e.Const(1), wt)));
+  NodeId lo = e.MulAdd(wt, diff, s);
+  NodeId hi = e.MulAdd(b.Subtract(wt, e.Const(1)), diff, t);
   return CheckOutputs(b, c, {Finish(b, b.Select(small, lo, hi), out)});
 }
 
@@ -313,10 +321,12 @@ LowerResult LowerAddc(GraphBuilder& b, const AtenCall& c) {
   if (out.dtype == DType::kPred) return Declined("bool operands");
   if (kDiv && !IsFloat(out.dtype)) return Declined("addcdiv of integers (eager raises)");
   Ew e(b, out.dtype, out.sizes);
+  // Eager: self + value * t1 / t2 (the quotient rounded, then added) and
+  // fma(value * t1, t2, self) (the compiler contracts addcmul's last product).
   NodeId p = e(t1);
   if (value) p = b.Multiply(e(*value), p);
-  p = kDiv ? b.Divide(p, e(t2)) : b.Multiply(p, e(t2));
-  return CheckOutputs(b, c, {Finish(b, b.Add(e(s), p), out)});
+  if (kDiv) return CheckOutputs(b, c, {Finish(b, b.Add(e(s), b.Divide(p, e(t2))), out)});
+  return CheckOutputs(b, c, {Finish(b, e.MulAdd(p, e(t2), e(s)), out)});
 }
 
 // ---- casts -------------------------------------------------------------------

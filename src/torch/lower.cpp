@@ -40,14 +40,13 @@ int parse_backend(const std::string& s) {
 }
 
 int backend_from_env() {
-  // Default: aten until every training test passes on the lowered backends (see
-  // docs/architecture.md, "Lowering").
+  // Default: cpu (lowered, fused, native kernels; docs/architecture.md, "Lowering").
   const char* e = std::getenv("EMBER_BACKEND");
-  if (!e || !*e) return 2;
+  if (!e || !*e) return 0;
   int b = parse_backend(e);
   if (b < 0) {
-    std::fprintf(stderr, "ember: EMBER_BACKEND=%s is not one of cpu, interpreter, aten; using aten\n", e);
-    return 2;
+    std::fprintf(stderr, "ember: EMBER_BACKEND=%s is not one of cpu, interpreter, aten; using cpu\n", e);
+    return 0;
   }
   return b;
 }
@@ -316,6 +315,10 @@ struct LoweredProgram {
   std::vector<ParamSrc> params;
   std::vector<ember::Shape> param_shapes;
   std::vector<TensorMeta> output_metas;  // per root: eager's layout of the result
+  // Per root: eager returns a view (detach, reshape, ...): when the executable hands
+  // out one buffer for several roots, a view shares the first root's storage and any
+  // other root gets its own copy (as eager's clone does).
+  std::vector<bool> output_views;
   GraphStats stats;
   std::vector<std::shared_ptr<ExternState>> externs;  // kept alive with the executable
 };
@@ -627,12 +630,15 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
   // Map each output slot (one per root) back to its node output.
   std::vector<ember::NodeId> outputs;
   std::vector<TensorMeta> output_metas;
-  std::unordered_map<int, std::pair<ember::NodeId, const TensorMeta*>> slot_value;
+  std::vector<bool> output_views;
+  std::unordered_map<int, std::pair<ember::NodeId, const Node*>> slot_value;
+  std::unordered_map<int, int> slot_index;
   for (Node* n : g.ops) {
     int first = g.first_slot.at(n);
     const auto& vals = lw.values.at(n);
     for (size_t i = 0; i < vals.size(); ++i) {
-      slot_value[first + static_cast<int>(i)] = {vals[i], &n->outputs[i]};
+      slot_value[first + static_cast<int>(i)] = {vals[i], n};
+      slot_index[first + static_cast<int>(i)] = static_cast<int>(i);
     }
   }
   for (int s : g.output_slots) {
@@ -641,8 +647,11 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
       *error = "internal error: a root has no lowered value";
       return nullptr;
     }
+    const Node* n = it->second.second;
+    const int k = slot_index.at(s);
     outputs.push_back(it->second.first);
-    output_metas.push_back(*it->second.second);
+    output_metas.push_back(n->outputs[k]);
+    output_views.push_back(k < static_cast<int>(n->output_is_view.size()) && n->output_is_view[k]);
   }
   lw.b.SetOutputs(outputs);
   // Donation (issue 4): pair each tensor input with an unpaired output of the same
@@ -673,6 +682,7 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
   p->backend = backend;
   p->params = lw.params;
   p->output_metas = std::move(output_metas);
+  p->output_views = std::move(output_views);
   for (ember::NodeId id : built->parameters()) p->param_shapes.push_back(built->node(id).shape);
   ember::CompileOptions opts;
   opts.backend = backend == Backend::kCpu ? ember::Backend::kCpu : ember::Backend::kInterpreter;
@@ -873,10 +883,33 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
   }
   // Bind: exactly eager's sizes / strides / offset.
   int64_t out_copies = 0;
+  // One buffer returned for several roots (one core value: detach, clone, values CSE
+  // merged): only one tensor storage may wrap it. Two storages over one buffer would
+  // each look unreferenced to a later sync, which could then donate one and so
+  // overwrite the other's values. A view root shares the storage of the root that
+  // wraps the buffer (as eager's view shares its base's); any other root is copied.
+  std::unordered_map<const ember::Buffer*, size_t> wrapped_by;  // buffer -> root wrapping it
   for (size_t i = 0; i < res->size(); ++i) {
     const ember::BufferRef& buf = (*res)[i];
     const TensorMeta* m = &p.output_metas[i];
     bool borrowed = buf->literal().is_borrowed();
+    auto w = wrapped_by.find(buf.get());
+    if (w != wrapped_by.end()) {
+      const at::Tensor& base = out.outputs[w->second];
+      if (p.output_views[i] && m->offset == 0 && row_major(m->sizes, m->strides) &&
+          base.scalar_type() == m->dtype) {
+        at::Tensor t = at::empty({0}, at::TensorOptions().dtype(m->dtype));
+        t.set_(base.storage(), 0, m->sizes, m->strides);
+        out.outputs.push_back(t);
+      } else {
+        TensorMeta dense = *m;
+        { auto cs = c10::contiguous_strides(m->sizes); dense.strides.assign(cs.begin(), cs.end()); }
+        dense.offset = 0;
+        out_copies++;
+        out.outputs.push_back(relayout(wrap_buffer(buf, dense), *m));
+      }
+      continue;
+    }
     bool donated_out = false;
     if (borrowed && !donated.empty()) {
       for (size_t a = 0; a < args.size(); ++a) donated_out |= args[a] == buf && eo.donated.size() > a && eo.donated[a];
@@ -893,6 +926,7 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
         }
       } else {
         out.outputs.push_back(wrap_buffer(buf, *m));
+        wrapped_by[buf.get()] = i;
       }
       continue;
     }
@@ -955,6 +989,13 @@ ember::Status aten_dot_general(ember::ExternCall& c) {
     at::Tensor out = at::from_blob(o.data(), {B, M, N}, at::TensorOptions().dtype(ot));
     if (lt == rt && lt == ot && lt != at::kBool) {
       at::bmm_out(out, a, bm);
+    } else if (at::isFloatingType(ot) && at::isFloatingType(lt) && at::isFloatingType(rt)) {
+      // A wider result (bf16/f16 operands, f32 result: the lowering's accumulate-in-f32
+      // form): multiply in the result type, so the product is rounded once, to the
+      // result, as eager's reduced-precision GEMM does (f32 accumulation). Computing in
+      // bf16 and widening would round twice (addmm + bias then differed in ~30% of
+      // elements from eager's).
+      at::bmm_out(out, a.to(ot), bm.to(ot));
     } else {
       auto ct = at::promote_types(lt, rt);
       if (ct == at::kBool) ct = at::kLong;

@@ -306,6 +306,32 @@ def test_referenced_buffers_are_never_donated(name):
         close(held, torch.zeros(1000))
 
 
+@pytest.mark.parametrize("name", LOWERED)
+def test_one_value_returned_for_two_roots_gets_a_storage_per_eager_storage(name):
+    # clone and detach lower to the value they copy / view, so the executable returns one
+    # buffer for several roots. A clone must get its own storage (as in eager): two
+    # storages over one buffer each looked unreferenced, so a later sync donated one and
+    # overwrote the other (SGD momentum buffer = clone of the first grad, then
+    # zero_grad(set_to_none=False): the momentum read the next grad; test_zero_grad[False]).
+    with backend(name):
+        x = torch.randn(1000)
+        xd = x.to(DEV)
+        ember.sync()
+        a = xd * 3
+        view = a.detach()
+        copy = a.detach().clone()
+        ember.sync()
+        ptr = lambda t: ember._C.data_of(t).data_ptr()  # noqa: E731
+        assert ptr(copy) != ptr(a)
+        assert ptr(view) == ptr(a)  # a view shares its base's storage, as in eager
+        a.zero_()
+        c = a + copy * 2
+        ember.sync()
+        close(copy, x * 3)
+        close(c, x * 6)
+        close(view, torch.zeros(1000))
+
+
 def test_donation_can_be_switched_off():
     old = ember.config.donate_buffers
     try:

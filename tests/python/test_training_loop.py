@@ -10,19 +10,20 @@ import torch
 import torch.nn.functional as F
 
 import ember
-from training_util import (DEV, StepCounter, assert_params_close, assert_params_equal, collect,
+from training_util import (DEV, F32_TOL, StepCounter, assert_params_as_accurate_as_eager,
+                           assert_params_close, assert_params_equal, collect,
                            fresh_graphs, graphs_built, mlp, pair)
 
 _TOL = dict(rtol=1e-5, atol=1e-6)
 
 
-def _accumulate(model, opt, batches, n_micro, device):
+def _accumulate(model, opt, batches, n_micro, device, dtype=torch.float32):
     """Two optimizer steps, each over `n_micro` micro-batches (loss scaled by 1/n)."""
     losses = []
     for step in range(2):
         for k in range(n_micro):
             x, y = batches[(step * n_micro + k) % len(batches)]
-            loss = F.cross_entropy(model(x.to(device)), y.to(device)) / n_micro
+            loss = F.cross_entropy(model(x.to(device, dtype)), y.to(device)) / n_micro
             loss.backward()
             losses.append(loss.detach())
         opt.step()
@@ -44,6 +45,9 @@ def test_gradient_accumulation_matches_eager_and_memory_is_flat():
         opt_r = torch.optim.AdamW(ref.parameters(), lr=1e-2)
         opt_m = torch.optim.AdamW(m.parameters(), lr=1e-2)
         lr_ = _accumulate(ref, opt_r, batches, n, "cpu")
+        ref64 = copy.deepcopy(net).double()
+        _accumulate(ref64, torch.optim.AdamW(ref64.parameters(), lr=1e-2), batches, n, "cpu",
+                    torch.float64)
         collect()
         fresh_graphs()
         ember.reset_peak_memory_stats()
@@ -51,9 +55,11 @@ def test_gradient_accumulation_matches_eager_and_memory_is_flat():
         ember.sync()
         peaks[n] = ember.max_memory_allocated()
         built[n] = graphs_built()
-        assert_params_close(ref, m, **_TOL)
+        # float64 arbiter: an element whose gradient is rounding noise (cancellation)
+        # ends ~1e-5 from float64 in eager as much as in ember (training_util)
+        assert_params_as_accurate_as_eager(ref, m, ref64, **_TOL)
         torch.testing.assert_close(torch.stack(lm).cpu(), torch.stack(lr_), **_TOL)
-        del ref, m, opt_r, opt_m, lm
+        del ref, m, ref64, opt_r, opt_m, lm
     assert peaks[8] <= 1.3 * peaks[1], peaks
     # x1: step 1 (state created) and step 2; x8: a bounded set, not one per micro-batch
     assert built[1] <= 2 and built[8] <= 5, built
@@ -81,8 +87,12 @@ def test_smaller_last_batch_costs_one_extra_graph():
 
 def test_alternating_train_and_eval_phases():
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
-                              torch.nn.Linear(32, 3))
+    # No bias before the BatchNorm (as usual): its gradient is exactly zero, so in float32
+    # it is rounding noise (~1e-9) that Adam normalises into steps of +-lr whose signs
+    # neither eager nor ember computes meaningfully (it moved 5.5e-3 apart, and the
+    # running mean and validation loss with it, while all else agreed to 3e-8).
+    net = torch.nn.Sequential(torch.nn.Linear(10, 32, bias=False), torch.nn.BatchNorm1d(32),
+                              torch.nn.ReLU(), torch.nn.Linear(32, 3))
     ref, m = pair(net)
     g = torch.Generator().manual_seed(1)
     train = [(torch.randn(16, 10, generator=g), torch.randint(0, 3, (16,), generator=g)) for _ in range(2)]

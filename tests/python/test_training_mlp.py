@@ -4,7 +4,7 @@ equals eager CPU, runs each step as one graph, and builds at most 3 distinct gra
 import torch
 import torch.nn.functional as F
 
-from training_util import StepCounter, assert_params_close, fresh_graphs, mlp, pair, DEV
+from training_util import F32_TOL, StepCounter, assert_params_close, fresh_graphs, mlp, pair, DEV
 
 
 def test_mlp_adamw_10_steps_matches_eager_and_hits_cache():
@@ -30,5 +30,7 @@ def test_mlp_adamw_10_steps_matches_eager_and_hits_cache():
     assert steps.syncs() == 10, steps.steps
     for i, (built, hits, _) in enumerate(steps.steps[3:], start=4):
         assert built == 0 and hits == 1, (i, steps.steps)
-    assert_params_close(ref, m, rtol=1e-5, atol=1e-6)
+    # AdamW's sqrt(v) is 1 ulp off in eager (MKL) for ~16% of elements; every other
+    # rounding of the step is eager's (training_util.F32_TOL)
+    assert_params_close(ref, m, **F32_TOL)
     torch.testing.assert_close(torch.stack(losses_m).cpu(), torch.stack(losses_r), rtol=1e-5, atol=1e-6)
