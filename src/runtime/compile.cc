@@ -553,12 +553,6 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   // 4. Donation copies. insert_before[k] holds copy steps to run before
   // original step k (k == steps.size(): at the end).
   std::vector<std::vector<Step>> insert_before(steps.size() + 1);
-  std::vector<int> producer_step(slot_names.size(), -1);
-  std::vector<int> last_reader(slot_names.size(), -1);
-  for (size_t si = 0; si < steps.size(); ++si) {
-    for (int w : steps[si].writes) producer_step[w] = static_cast<int>(si);
-    for (const SlotRead& r : steps[si].reads) last_reader[r.slot] = static_cast<int>(si);
-  }
   std::set<int> donation_targets;
   for (const auto& [o, p] : g.aliases()) {
     if (g.outputs()[o] != g.parameters()[p]) donation_targets.insert(p);
@@ -591,9 +585,13 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     for (int q = 0; q < num_params; ++q) {
       if (g.parameters()[q] == v && snapshot_slot.count(q)) src = snapshot_slot[q];
     }
-    int pos = 0;
-    if (src < static_cast<int>(producer_step.size())) pos = std::max(pos, producer_step[src] + 1);
-    pos = std::max(pos, last_reader[p] + 1);
+    // After every computing step, not just after the value's producer and the
+    // parameter's last reader: a step that fails (an out-of-range gather, an extern's
+    // exception) then leaves every donated parameter intact, so the caller can still
+    // read it, and recompute the outputs that do not depend on the failure from the
+    // same arguments (the torch bridge does). The cost: the output's own buffer lives
+    // until the end of the run.
+    const int pos = static_cast<int>(steps.size());
     Step copy;
     copy.kind = StepKind::kCopy;
     copy.nodes = {v};

@@ -9,8 +9,9 @@
 //                Graph whose parameters are the values it reads from other
 //                steps, run by the reference interpreter (ember::Evaluate);
 //   kCopy      - copies one buffer into another: writes an output into a
-//                donated input's buffer, or snapshots a donated input that is
-//                also returned as an output before it is overwritten;
+//                donated input's buffer (after every computing step, so a
+//                failed run never changes an argument), or snapshots a
+//                donated input that is also returned as an output;
 //   kKernel    - (CompileOptions::backend = kCpu) a native kernel from the
 //                CPU code generator (include/ember/codegen/cpu.h): one per
 //                fusion node (its body), or, for nodes outside fusions, one
