@@ -20,7 +20,9 @@ def last_graph() -> dict:
     Keys: ``backend`` ("cpu", "interpreter" or "aten"); ``lazy_ops`` (lazy op nodes);
     ``lowered_ops`` (lowered to core IR ops); ``extern_ops`` (run as ATen custom-calls);
     ``kernels`` (native kernel steps, fused elementwise chains count once);
-    ``interpreted`` (reference-interpreter steps); ``extern_steps``; ``core_nodes``
+    ``kernel_ops`` (per kernel step, in run order: the core ops it computes);
+    ``interpreted`` (reference-interpreter steps); ``extern_steps``; ``copy_steps``
+    (runtime copies: donated outputs written into their input's buffer); ``core_nodes``
     (nodes of the optimized core graph); ``parameters``; ``externs`` (ATen op -> extern
     steps); ``core_externs`` (e.g. ``ember.dot-general`` -> steps); ``declined`` (ATen op
     -> calls its lowering declined); ``lowering_errors`` (ATen op -> failed lowerings,

@@ -654,22 +654,59 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
     output_views.push_back(k < static_cast<int>(n->output_is_view.size()) && n->output_is_view[k]);
   }
   lw.b.SetOutputs(outputs);
-  // Donation (issue 4): pair each tensor input with an unpaired output of the same
-  // shape whose eager layout is row-major. The runtime writes that output into the
-  // input's buffer only when the sync donates the input (no live tensor refers to it).
+  // Donation (issue 4): pair each tensor input with an output the runtime may write
+  // into the input's buffer when the sync donates the input (no live tensor refers to
+  // it). First the input's own new value: the root reached from the input through the
+  // `self` operand of ops that functionalization substituted for in-place ones
+  // (p.add_(g) -> add(p, g); _foreach_addcdiv_(ps, ...) -> output k from ps[k]), same
+  // sizes and dtype all the way; then, for the inputs left, any unpaired output of the
+  // same shape. Only row-major outputs at offset 0 qualify.
   {
-    std::vector<bool> paired(outputs.size(), false);
-    for (size_t i = 0; i < g.inputs.size(); ++i) {
-      ember::NodeId pid = lw.slot_param.at(g.input_slots[i]);
-      for (size_t o = 0; o < outputs.size(); ++o) {
-        const TensorMeta& m = output_metas[o];
-        if (paired[o] || outputs[o] == pid || m.offset != 0 || !row_major(m.sizes, m.strides) ||
-            lw.b.shape(outputs[o]) != lw.b.shape(pid)) {
-          continue;
+    std::unordered_map<int, size_t> input_of_slot;
+    for (size_t i = 0; i < g.input_slots.size(); ++i) input_of_slot[g.input_slots[i]] = i;
+    auto self_input = [&](const Node* n, int k) -> int {
+      for (int depth = 0; depth < 256 && n; ++depth) {
+        if (n->kind != NodeKind::kOp) {
+          auto it = input_of_slot.find(g.first_slot.at(n));
+          return it == input_of_slot.end() || n->kind != NodeKind::kData ? -1 : static_cast<int>(it->second);
         }
-        lw.b.SetAlias(static_cast<int>(o), static_cast<int>(i));  // input i is parameter i
-        paired[o] = true;
-        break;
+        if (n->specs.empty()) return -1;
+        const ArgSpec& self = n->specs[0];
+        int operand = -1;
+        if (self.kind == ArgKind::kTensor && k == 0 && !self.operands.empty()) {
+          operand = self.operands[0];
+        } else if ((self.kind == ArgKind::kTensorList || self.kind == ArgKind::kOptTensorList) &&
+                   k < static_cast<int>(self.operands.size())) {
+          operand = self.operands[k];
+        }
+        if (operand < 0) return -1;
+        const Value& v = n->operands[operand];
+        const TensorMeta& from = v.node->outputs[v.index];
+        if (from.sizes != n->outputs[k].sizes || from.dtype != n->outputs[k].dtype) return -1;
+        n = v.node.get();
+        k = v.index;
+      }
+      return -1;
+    };
+    std::vector<bool> paired(outputs.size(), false), input_paired(g.inputs.size(), false);
+    auto can_pair = [&](size_t o, size_t i) {
+      const TensorMeta& m = output_metas[o];
+      ember::NodeId pid = lw.slot_param.at(g.input_slots[i]);
+      return !paired[o] && !input_paired[i] && outputs[o] != pid && m.offset == 0 &&
+             row_major(m.sizes, m.strides) && lw.b.shape(outputs[o]) == lw.b.shape(pid);
+    };
+    auto pair = [&](size_t o, size_t i) {
+      lw.b.SetAlias(static_cast<int>(o), static_cast<int>(i));  // input i is parameter i
+      paired[o] = input_paired[i] = true;
+    };
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const auto& sv = slot_value.at(g.output_slots[o]);
+      int i = self_input(sv.second, slot_index.at(g.output_slots[o]));
+      if (i >= 0 && can_pair(o, static_cast<size_t>(i))) pair(o, static_cast<size_t>(i));
+    }
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      for (size_t o = 0; o < outputs.size() && !input_paired[i]; ++o) {
+        if (can_pair(o, i)) pair(o, i);
       }
     }
   }
@@ -702,7 +739,20 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
   st.parameters = static_cast<int64_t>(p->params.size());
   for (const ember::Step& s : p->exe->steps()) {
     switch (s.kind) {
-      case ember::StepKind::kKernel: st.kernels++; break;
+      case ember::StepKind::kKernel: {
+        st.kernels++;
+        int64_t ops = 0;
+        if (s.fusion) {
+          const ember::Graph& body = *p->exe->graph().node(s.nodes[0]).called;
+          for (ember::NodeId id = 0; id < body.num_nodes(); ++id) {
+            ops += body.node(id).op != ember::OpKind::kParameter;
+          }
+        } else {
+          ops = static_cast<int64_t>(s.nodes.size());
+        }
+        st.kernel_ops.push_back(ops);
+        break;
+      }
       case ember::StepKind::kInterpret: st.interpreted++; break;
       case ember::StepKind::kExtern: {
         st.extern_steps++;
@@ -715,7 +765,7 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
         }
         break;
       }
-      case ember::StepKind::kCopy: break;
+      case ember::StepKind::kCopy: st.copy_steps++; break;
     }
   }
   p->stats = st;

@@ -33,6 +33,10 @@ struct GraphStats {
   int64_t kernels = 0;          // native kernel steps
   int64_t interpreted = 0;      // interpreter steps
   int64_t extern_steps = 0;     // extern steps (ATen custom-calls + core externs)
+  int64_t copy_steps = 0;       // runtime copy steps (donation copies, snapshots)
+  // Per native kernel step, in run order: the core ops it computes (a fusion's body
+  // ops, parameters excluded; 1 for an unfused op), so fused chains are visible.
+  std::vector<int64_t> kernel_ops;
   int64_t core_nodes = 0;       // nodes of the optimized core graph
   int64_t parameters = 0;       // core graph parameters (tensors + scalars + rng)
   std::map<std::string, int64_t> externs;        // ATen op -> custom-call steps

@@ -165,6 +165,8 @@ PYBIND11_MODULE(_C, m) {
     d["kernels"] = s.kernels;
     d["interpreted"] = s.interpreted;
     d["extern_steps"] = s.extern_steps;
+    d["copy_steps"] = s.copy_steps;
+    d["kernel_ops"] = s.kernel_ops;
     d["core_nodes"] = s.core_nodes;
     d["parameters"] = s.parameters;
     d["externs"] = s.externs;

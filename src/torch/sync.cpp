@@ -506,6 +506,22 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
       preset.assign(preset.size(), false);
     } else {
       results = outs;
+      for (size_t k = 0; k < outs.size(); ++k) {
+        // A kernel may restride a preallocated output in place (a memory-format
+        // preserving resize_ at the same size, e.g. max_unpool2d.out on a channels_last
+        // input): same bytes, another layout. Put the values back in the planned one.
+        if (!preset[k]) continue;
+        at::Tensor& o = outs[k];
+        const auto& m = st.out_metas[k];
+        if (o.strides().vec() == m.strides && o.storage_offset() == m.offset &&
+            o.sizes().vec() == m.sizes) {
+          continue;
+        }
+        at::Tensor values = o.clone();
+        o.as_strided_(m.sizes, m.strides, m.offset);
+        o.copy_(values);
+        ++*copies;
+      }
     }
   }
   if (!use_out) {
@@ -562,6 +578,10 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
 }
 
 std::vector<bool> donatable_inputs(const LazyGraph& g) {
+  static const bool log = [] {
+    const char* e = std::getenv("EMBER_LOG");
+    return e && std::strstr(e, "donation") != nullptr;
+  }();
   std::vector<bool> d(g.inputs.size(), false);
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const at::Tensor& t = g.inputs[i];
@@ -569,6 +589,12 @@ std::vector<bool> donatable_inputs(const LazyGraph& g) {
     // References: g.inputs[i] plus the leaf nodes' data; nothing else (no live state,
     // view, data_of() result or autograd save) may hold the tensor or its storage.
     d[i] = t.use_count() == 1 + g.input_nodes[i] && t.storage().use_count() == 1;
+    if (log) {
+      std::fprintf(stderr, "ember[donation]: input %zu %s: %s (tensor refs %zu, graph %d; storage refs %zu)\n",
+                   i, c10::str(t.sizes()).c_str(), d[i] ? "donatable" : "kept",
+                   static_cast<size_t>(t.use_count()), 1 + g.input_nodes[i],
+                   static_cast<size_t>(t.storage().use_count()));
+    }
   }
   return d;
 }

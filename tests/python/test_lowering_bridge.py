@@ -5,6 +5,7 @@ import contextlib
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import ember
 from conftest import DEV, close
@@ -282,6 +283,20 @@ def test_mlp_forward_backward_is_lowered_with_only_matmul_externs():
     assert g["interpreted"] <= 2, g
 
 
+@pytest.mark.parametrize("name", LOWERED)
+def test_extern_whose_out_kernel_restrides_its_output(name):
+    # max_unpool2d.out restrides a preallocated row-major output to the input's
+    # channels_last layout (same size, so no resize): the extern must read the values
+    # back in that layout, not as row-major bytes.
+    with backend(name):
+        x = torch.randn(2, 3, 4, 4).contiguous(memory_format=torch.channels_last)
+        v, i = F.max_pool2d(x, 2, return_indices=True)
+        got = F.max_unpool2d(v.to(DEV), i.to(DEV), 2).cpu()
+        g = ember.metrics.last_graph()
+    close(got, F.max_unpool2d(v, i, 2))
+    assert g["externs"] == {"aten::max_unpool2d": 1}, g
+
+
 # ---------------------------------------------------------------- donation (issue 4)
 @pytest.mark.parametrize("name", LOWERED)
 def test_referenced_buffers_are_never_donated(name):
@@ -346,6 +361,54 @@ def test_donation_can_be_switched_off():
             close(p, torch.ones(1000))
     finally:
         ember.config.donate_buffers = old
+
+
+@pytest.mark.parametrize("name", LOWERED)
+def test_optimizer_step_writes_each_parameter_into_its_own_buffer(name):
+    # The old value of a parameter (or optimizer state) updated in place is dead after
+    # the step: its buffer is donated and receives the parameter's new value.
+    with backend(name):
+        torch.manual_seed(0)
+        ref = torch.nn.Linear(64, 64)
+        m = torch.nn.Linear(64, 64).to(DEV)
+        m.load_state_dict(ref.state_dict())
+        x = torch.randn(8, 64)
+        opts = [torch.optim.SGD(mm.parameters(), lr=0.1, momentum=0.9) for mm in (ref, m)]
+        ptr = lambda t: ember._C.data_of(t).data_ptr()  # noqa: E731
+        for step in range(4):
+            before = [ptr(p) for p in m.parameters()]
+            donated = counters()["donated_buffers"]
+            for mm, opt, xx in ((ref, opts[0], x), (m, opts[1], x.to(DEV))):
+                mm(xx).square().mean().backward()
+                opt.step()
+                opt.zero_grad()
+            ember.sync()
+            if step >= 1:  # step 0 creates the momentum buffers
+                assert [ptr(p) for p in m.parameters()] == before, step
+                # weight, bias and their momentum buffers at least
+                assert counters()["donated_buffers"] - donated >= 4, counters()["donated_buffers"]
+        for a, b in zip(m.parameters(), ref.parameters()):
+            close(a, b.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", LOWERED)
+def test_failed_graph_leaves_donated_inputs_readable(name):
+    # p's old buffer is donatable (only the graph refers to it), and the graph fails at
+    # its last op: no input may have been overwritten, so q (which read p's old value)
+    # and p's new value are recomputed from intact inputs and stay readable.
+    with backend(name):
+        p = torch.arange(1000, dtype=torch.float32).to(DEV)
+        idx = torch.tensor([5000]).to(DEV)
+        ember.sync()
+        q = p * 2
+        p.add_(1.0)
+        bad = p[idx]
+        with pytest.raises(IndexError, match="out of"):
+            ember.sync()
+        close(q, torch.arange(1000.0) * 2)
+        close(p, torch.arange(1000.0) + 1)
+        with pytest.raises(RuntimeError, match="failed"):
+            bad.cpu()
 
 
 def test_sgd_training_with_donation_matches_eager():
