@@ -298,8 +298,21 @@ def test_extern_whose_out_kernel_restrides_its_output(name):
 
 
 # ---------------------------------------------------------------- donation (issue 4)
+@pytest.fixture
+def donation():
+    """Donation on for one test (ember.config.donate_buffers is off by default)."""
+    old = ember.config.donate_buffers
+    ember.sync()
+    ember.config.donate_buffers = True
+    try:
+        yield
+    finally:
+        ember.sync()
+        ember.config.donate_buffers = old
+
+
 @pytest.mark.parametrize("name", LOWERED)
-def test_referenced_buffers_are_never_donated(name):
+def test_referenced_buffers_are_never_donated(name, donation):
     with backend(name):
         p = torch.zeros(1000).to(DEV)
         ember.sync()
@@ -322,7 +335,7 @@ def test_referenced_buffers_are_never_donated(name):
 
 
 @pytest.mark.parametrize("name", LOWERED)
-def test_one_value_returned_for_two_roots_gets_a_storage_per_eager_storage(name):
+def test_one_value_returned_for_two_roots_gets_a_storage_per_eager_storage(name, donation):
     # clone and detach lower to the value they copy / view, so the executable returns one
     # buffer for several roots. A clone must get its own storage (as in eager): two
     # storages over one buffer each looked unreferenced, so a later sync donated one and
@@ -364,7 +377,7 @@ def test_donation_can_be_switched_off():
 
 
 @pytest.mark.parametrize("name", LOWERED)
-def test_optimizer_step_writes_each_parameter_into_its_own_buffer(name):
+def test_optimizer_step_writes_each_parameter_into_its_own_buffer(name, donation):
     # The old value of a parameter (or optimizer state) updated in place is dead after
     # the step: its buffer is donated and receives the parameter's new value.
     with backend(name):
@@ -392,7 +405,7 @@ def test_optimizer_step_writes_each_parameter_into_its_own_buffer(name):
 
 
 @pytest.mark.parametrize("name", LOWERED)
-def test_failed_graph_leaves_donated_inputs_readable(name):
+def test_failed_graph_leaves_donated_inputs_readable(name, donation):
     # p's old buffer is donatable (only the graph refers to it), and the graph fails at
     # its last op: no input may have been overwritten, so q (which read p's old value)
     # and p's new value are recomputed from intact inputs and stay readable.
@@ -411,7 +424,7 @@ def test_failed_graph_leaves_donated_inputs_readable(name):
             bad.cpu()
 
 
-def test_sgd_training_with_donation_matches_eager():
+def test_sgd_training_with_donation_matches_eager(donation):
     torch.manual_seed(0)
     ref = torch.nn.Linear(64, 64)
     m = torch.nn.Linear(64, 64).to(DEV)
