@@ -17,15 +17,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 import ember
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 from train_gpt import GPT, GPTConfig
-
-def step(model, make_loss, opt):
-    opt.zero_grad(set_to_none=True)
-    loss = make_loss(model)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    ember.sync()
-    return loss
+from log_backend_ops import step  # one training step + sync, shared with the op log
 
 def run(name, model, make_loss):
     dev = ember.device()

@@ -120,7 +120,6 @@ LowerResult LowerForeach(GraphBuilder& b, const AtenCall& c) {
   return CheckOutputs(b, c, outs);
 }
 
-Arg IntArg(int64_t v) { Arg a; a.kind = Arg::Kind::kInt; a.i = v; return a; }
 Arg BoolArg(bool v) { Arg a; a.kind = Arg::Kind::kBool; a.b = v; return a; }
 
 using L = std::vector<A>;

@@ -257,7 +257,7 @@ LowerResult LowerBatchNorm(GraphBuilder& b, const AtenCall& c) {
   DType t = StatType(x.dtype);
   BnLayout l = BnDims(x.sizes);
   NodeId v = ConvertTo(b, x.value, t);
-  NodeId mean, var, save_mean, save_rstd;
+  NodeId mean{}, var{}, save_mean{}, save_rstd{};  // set on every path below; {} quiets -Wmaybe-uninitialized
   NodeId eps_k = ScalarIn(b, eps, t, l.kept);
   if (training) {
     std::tie(mean, var) = Moments(b, v, x.sizes, l.dims);

@@ -14,15 +14,20 @@ LOWERED = ("cpu", "interpreter")
 
 
 @contextlib.contextmanager
-def backend(name):
-    old = ember.config.backend
+def setting(name, value):
+    """ember.config.<name> = value inside the block, with pending work synced on both sides."""
+    old = getattr(ember.config, name)
     ember.sync()
-    ember.config.backend = name
+    setattr(ember.config, name, value)
     try:
         yield
     finally:
         ember.sync()
-        ember.config.backend = old
+        setattr(ember.config, name, old)
+
+
+def backend(name):
+    return setting("backend", name)
 
 
 def counters():
@@ -301,14 +306,8 @@ def test_extern_whose_out_kernel_restrides_its_output(name):
 @pytest.fixture
 def donation():
     """Donation on for one test (ember.config.donate_buffers is off by default)."""
-    old = ember.config.donate_buffers
-    ember.sync()
-    ember.config.donate_buffers = True
-    try:
+    with setting("donate_buffers", True):
         yield
-    finally:
-        ember.sync()
-        ember.config.donate_buffers = old
 
 
 @pytest.mark.parametrize("name", LOWERED)
