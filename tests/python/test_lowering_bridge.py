@@ -375,17 +375,24 @@ def test_donation_can_be_switched_off():
         ember.config.donate_buffers = old
 
 
+def _linear_sgd_pair():
+    """An eager Linear(64, 64) and its copy on ember, an input batch (8, 64), and an SGD
+    (momentum 0.9) optimizer for each."""
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(64, 64)
+    m = torch.nn.Linear(64, 64).to(DEV)
+    m.load_state_dict(ref.state_dict())
+    x = torch.randn(8, 64)
+    opts = [torch.optim.SGD(mm.parameters(), lr=0.1, momentum=0.9) for mm in (ref, m)]
+    return ref, m, x, opts
+
+
 @pytest.mark.parametrize("name", LOWERED)
 def test_optimizer_step_writes_each_parameter_into_its_own_buffer(name, donation):
     # The old value of a parameter (or optimizer state) updated in place is dead after
     # the step: its buffer is donated and receives the parameter's new value.
     with backend(name):
-        torch.manual_seed(0)
-        ref = torch.nn.Linear(64, 64)
-        m = torch.nn.Linear(64, 64).to(DEV)
-        m.load_state_dict(ref.state_dict())
-        x = torch.randn(8, 64)
-        opts = [torch.optim.SGD(mm.parameters(), lr=0.1, momentum=0.9) for mm in (ref, m)]
+        ref, m, x, opts = _linear_sgd_pair()
         ptr = lambda t: ember._C.data_of(t).data_ptr()  # noqa: E731
         for step in range(4):
             before = [ptr(p) for p in m.parameters()]
@@ -424,12 +431,7 @@ def test_failed_graph_leaves_donated_inputs_readable(name, donation):
 
 
 def test_sgd_training_with_donation_matches_eager(donation):
-    torch.manual_seed(0)
-    ref = torch.nn.Linear(64, 64)
-    m = torch.nn.Linear(64, 64).to(DEV)
-    m.load_state_dict(ref.state_dict())
-    x = torch.randn(8, 64)
-    opts = [torch.optim.SGD(mm.parameters(), lr=0.1, momentum=0.9) for mm in (ref, m)]
+    ref, m, x, opts = _linear_sgd_pair()
     for _ in range(4):
         for mm, opt, xx in ((ref, opts[0], x), (m, opts[1], x.to(DEV))):
             mm(xx).square().mean().backward()
