@@ -4,6 +4,7 @@
 #include "lazy_graph.h"
 #include "lower.h"
 #include "ember/codegen/cpu.h"
+#include "../ir/log.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -578,10 +579,7 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
 }
 
 std::vector<bool> donatable_inputs(const LazyGraph& g) {
-  static const bool log = [] {
-    const char* e = std::getenv("EMBER_LOG");
-    return e && std::strstr(e, "donation") != nullptr;
-  }();
+  static const bool log = ember::LogEnabled("donation");  // EMBER_LOG topics, read once
   std::vector<bool> d(g.inputs.size(), false);
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const at::Tensor& t = g.inputs[i];
@@ -590,10 +588,9 @@ std::vector<bool> donatable_inputs(const LazyGraph& g) {
     // view, data_of() result or autograd save) may hold the tensor or its storage.
     d[i] = t.use_count() == 1 + g.input_nodes[i] && t.storage().use_count() == 1;
     if (log) {
-      std::fprintf(stderr, "ember[donation]: input %zu %s: %s (tensor refs %zu, graph %d; storage refs %zu)\n",
-                   i, c10::str(t.sizes()).c_str(), d[i] ? "donatable" : "kept",
-                   static_cast<size_t>(t.use_count()), 1 + g.input_nodes[i],
-                   static_cast<size_t>(t.storage().use_count()));
+      ember::LogLine("donation", c10::str("input ", i, " ", t.sizes(), ": ", d[i] ? "donatable" : "kept",
+                                   " (tensor refs ", t.use_count(), ", graph ", 1 + g.input_nodes[i],
+                                   "; storage refs ", t.storage().use_count(), ")"));
     }
   }
   return d;
