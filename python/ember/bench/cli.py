@@ -29,11 +29,12 @@ DEFAULT_MODELS = ("gpt", "mlp", "elementwise", "softmax", "resnet18", "gpt2", "b
 # of the char-GPT training step alone is ~60-90 CPU seconds, so --quick leaves it out.
 QUICK_MODELS = ("mlp", "elementwise", "softmax")
 DEFAULT_BACKENDS = ("eager", "inductor", "ember", "ember_compile")
-# Per scale: warm-up (= numerics) steps, interleaved rounds, timing budget per group (s),
-# cost-phase start-up and steady steps.
+# Per scale: warm-up (= numerics) steps, the most interleaved rounds, the timing budget
+# per group (s; rounds stop once it is spent and at least 3 are done, so millisecond steps
+# get hundreds of rounds and second-long steps a few), cost-phase start-up and steady steps.
 SETTINGS = {
-    "full": dict(warmup=3, repeats=15, budget_s=20.0, startup=3, steady=3),
-    "quick": dict(warmup=3, repeats=6, budget_s=8.0, startup=3, steady=2),
+    "full": dict(warmup=3, repeats=500, budget_s=20.0, startup=3, steady=3),
+    "quick": dict(warmup=3, repeats=300, budget_s=8.0, startup=3, steady=2),
     "tiny": dict(warmup=2, repeats=3, budget_s=5.0, startup=3, steady=2),
 }
 
@@ -55,7 +56,8 @@ def parse_args(argv=None):
                    help=f"comma-separated, from {','.join(DEFAULT_BACKENDS)}")
     p.add_argument("--scale", choices=models.SCALES, default=None,
                    help="model sizes (default: full, or quick with --quick; tiny is for tests)")
-    p.add_argument("--repeats", type=int, default=None, help="interleaved timing rounds")
+    p.add_argument("--repeats", type=int, default=None, help="the most interleaved timing rounds (default: as many as the "
+                   "timing budget allows, up to 500)")
     p.add_argument("--no-cost", action="store_true",
                    help="skip the fresh-process cost phase (no compile/RSS figures)")
     p.add_argument("--timeout", type=float, default=1800.0,
