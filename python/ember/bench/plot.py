@@ -13,6 +13,7 @@ def bar_chart(doc: dict, path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401 - matplotlib.ticker.FuncFormatter below
 
     results = doc["results"]
     groups = []
@@ -51,12 +52,19 @@ def bar_chart(doc: dict, path: str) -> None:
                     va="bottom", fontsize=6)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
+    # Plain decimals on the log axis (0.5, 1, 2), not 5x10^-1.
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([f"{m}\n{mode}" for m, mode in groups], fontsize=8)
     ax.set_ylabel("step time / eager step time (lower is faster)")
     m = doc["machine"]
-    ax.set_title(f"ember.bench {m['date_utc']} UTC, commit {m['commit']}, "
-                 f"{m['cores']} cores", fontsize=9)
+    load = m.get("load_average_start")
+    load = f", load {load[0]:.1f}" if isinstance(load, (list, tuple)) and load else ""
+    ax.set_title(f"ember.bench {m['date_utc']} UTC, commit {m['commit']}, ember engine "
+                 f"{m.get('ember_backend')}, {m['cores']} cores{load}", fontsize=9)
     ax.legend(fontsize=8)
     if missing:
         fig.text(0.01, 0.01, "no times: " + ", ".join(missing) + " (see the table)", fontsize=7)
