@@ -138,7 +138,7 @@ def timing(args) -> dict:
     w = models.build(args.model, args.scale)
     runners = {b: backends.make_runner(b, w, args.mode) for b in args.backends.split(",")}
     res = timing_mod.interleaved(runners, args.warmup, args.repeats,
-                                 reference=args.backends.split(",")[0],
+                                 reference=args.backends.split(",")[0], budget_s=args.budget,
                                  timed=args.timed.split(",") if args.timed else None)
     return {"timing": res, "torch_version": torch.__version__, "peak_rss_mb": _peak_rss_mb()}
 
@@ -154,7 +154,9 @@ def main(argv=None):
     p.add_argument("--startup", type=int, default=3)
     p.add_argument("--steady", type=int, default=3)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=10, help="the most timing rounds")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds after which timing rounds stop (once 3 are done)")
     p.add_argument("--timed", help="backends to time (default: all; others: numerics only)")
     p.add_argument("--json", required=True)
     args = p.parse_args(argv)

@@ -41,7 +41,8 @@ def column(venv, model, mode, scale, s, cache_root, timeout, eager_checks, bytes
                           dict(env_extra))
     out = cost.spawn(["timing", "--model", model, "--mode", mode, "--scale", scale,
                       "--backends", "eager,torch_xla", "--timed", "torch_xla",
-                      "--warmup", str(s["warmup"]), "--repeats", str(s["repeats"])],
+                      "--warmup", str(s["warmup"]), "--repeats", str(s["repeats"]),
+                      "--budget", str(s["budget_s"])],
                      env, timeout, python)
     tim = None
     if out.get("status") == "ok":
