@@ -231,6 +231,37 @@ def test_multi_output_extern(name):
 
 
 @pytest.mark.parametrize("name", LOWERED)
+@pytest.mark.parametrize("shapes", [(32, 16, 10), (64, 32, 3), (8, 32, 10)])
+def test_same_logical_matmul_gives_same_bits_whatever_the_operand_layout(name, shapes):
+    """Same logical program -> same bits (docs/architecture.md, "Same program, same
+    bits"). x @ w.t() reaches the dot-general extern in three layouts: w.t() of device
+    data is a strided leaf copied row-major at the graph's edge; the transpose of a
+    computed value is a transpose node that simplify's dot-of-transpose folds into the
+    dot's dims (the extern gets w untransposed); .contiguous() materializes it in a
+    kernel. Eager's GEMM rounds a transposed rhs differently from a materialized one at
+    these shapes (the oracle below checks that it does), so an extern that passed the
+    operand's strides on would give three answers; the resumed training run of
+    test_training_loop.py did."""
+    m, k, n = shapes
+    g = torch.Generator().manual_seed(m * k * n)
+    x, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+    # the layouts matter to eager's GEMM at these shapes (else this test could not fail)
+    assert not torch.equal(x @ w.t(), x @ w.t().contiguous())
+    with backend(name):
+        xd, wd = x.to(DEV), w.to(DEV)
+        ember.sync()
+        leaf = (xd @ wd.t()).cpu()                 # strided leaf, copied at the edge
+        folded = (xd @ wd.clone().t()).cpu()       # transpose node -> dot-of-transpose
+        kernel = (xd @ wd.t().contiguous()).cpu()  # materialized by a kernel
+        batched = (xd.unsqueeze(0) @ wd.clone().unsqueeze(0).transpose(1, 2)).cpu()[0]
+        # and the lhs read through a transpose: (x^T)^T @ w^T
+        lhs_folded = (xd.t().clone().t() @ wd.t()).cpu()
+    for r in (folded, kernel, batched, lhs_folded):
+        assert torch.equal(r, leaf), (r - leaf).abs().max().item()
+    close(leaf, x @ w.t())
+
+
+@pytest.mark.parametrize("name", LOWERED)
 @pytest.mark.parametrize("op, exc", [("index_select", IndexError), ("gather", RuntimeError)])
 def test_bad_index_names_op_and_line_and_spares_independent_tensors(name, op, exc):
     with backend(name):
