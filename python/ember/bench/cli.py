@@ -173,8 +173,14 @@ def _cpu_s() -> float:
 
 
 def run(a, save=lambda doc: None) -> dict:
+    """The whole run (module docstring); the fresh processes' caches (hundreds of MiB of
+    Inductor and Ember kernels) live in a temporary directory removed at the end."""
+    with tempfile.TemporaryDirectory(prefix="ember-bench-caches-") as cache_root:
+        return _run(a, save, cache_root)
+
+
+def _run(a, save, cache_root) -> dict:
     log = _Log()
-    cache_root = tempfile.mkdtemp(prefix="ember-bench-caches-")
     # This process's own caches (timing phase) never touch the user's.
     os.environ.setdefault("EMBER_CACHE_DIR", os.path.join(cache_root, "timing-ember"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache_root, "timing-inductor"))
