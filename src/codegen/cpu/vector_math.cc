@@ -6,7 +6,7 @@ bool IsVectorMathOp(OpKind op) {
   switch (op) {
     case OpKind::kExp: case OpKind::kLog: case OpKind::kLog1p: case OpKind::kExpm1:
     case OpKind::kTanh: case OpKind::kLogistic: case OpKind::kSin: case OpKind::kCos:
-    case OpKind::kErf:
+    case OpKind::kErf: case OpKind::kPower: case OpKind::kAtan2:
       return true;
     default:
       return false;
@@ -52,6 +52,12 @@ EMBER_VMATH(sin)
 EMBER_VMATH(cos)
 EMBER_VMATH(erf)
 #undef EMBER_VMATH
+#define EMBER_VMATH2(NAME) \
+  _Pragma("omp declare simd notinbranch") float NAME##f(float, float) noexcept; \
+  _Pragma("omp declare simd notinbranch") double NAME(double, double) noexcept;
+EMBER_VMATH2(pow)
+EMBER_VMATH2(atan2)
+#undef EMBER_VMATH2
 }
 )EMBER_VMATH";
 }

@@ -16,7 +16,11 @@
 // |compiled - interpreter| for one such op on f32/f64, in ulps of the result
 // dtype (for bf16/f16 results, one ulp of the 16-bit type: the f32 result
 // is rounded once). Special values (NaN, +-inf, +-0) agree exactly.
-// Other libm calls (pow, atan2, fmod) stay scalar.
+// pow and atan2 go through libmvec's two-argument variants (`_ZGVeN16vv_powf`):
+// a scalar libm call left in a `#pragma omp simd` loop keeps the whole loop
+// scalar, every other op of the fused kernel with it (GPT-2's tanh-GELU,
+// 0.5*x*(1+tanh(c*(x+0.044715*pow(x,3)))), ran scalar tanhf and powf).
+// Other libm calls (fmod, remainder) stay scalar.
 #pragma once
 
 #include <string>
@@ -28,7 +32,7 @@ namespace ember::codegen {
 
 // Ops whose float results go through libmvec when vector math is on:
 // exponential, log, log-plus-one, exponential-minus-one, tanh, logistic
-// (1 / (1 + exp(-x))), sine, cosine, erf.
+// (1 / (1 + exp(-x))), sine, cosine, erf, and the binary power and atan2.
 bool IsVectorMathOp(OpKind op);
 
 // The largest difference (in ulps of the result's float dtype) between a
