@@ -171,7 +171,7 @@ class KernelEmitter {
     os << "\n\n";
     std::ostringstream pre;
     pre << KernelPrelude() << "\n";
-    if (vector_math_) pre << VectorMathDeclarations() << "\n";
+    pre << (vector_math_ ? VectorMathDeclarations() : ScalarMathDefinitions()) << "\n";
     ks.preamble = pre.str();
     std::ostringstream ns;
     ns << "namespace {\n\n";

@@ -467,7 +467,9 @@ ExprEmitter::Val ExprEmitter::EmitBinary(const Node& n, const Val& av, const Val
     case OpKind::kMultiply: e = fl ? "(" + a + " * " + b + ")" : call("ember_mul"); break;
     case OpKind::kDivide: e = fl ? "(" + a + " / " + b + ")" : guarded("ember_idiv"); break;
     case OpKind::kRemainder: e = fl ? call("ember_frem") : guarded("ember_irem"); break;
-    case OpKind::kPower: e = fl ? call(MathFn("pow", t)) : call("ember_ipow"); break;
+    case OpKind::kPower:  // ember_pow(f): vector_math.h
+      e = fl ? call(t == DType::kF64 ? "ember_pow" : "ember_powf") : call("ember_ipow");
+      break;
     case OpKind::kMaximum: e = fl ? call("ember_fmax") : call("ember_imax"); break;
     case OpKind::kMinimum: e = fl ? call("ember_fmin") : call("ember_imin"); break;
     case OpKind::kAtan2: e = call(MathFn("atan2", t)); break;

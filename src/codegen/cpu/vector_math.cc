@@ -59,7 +59,36 @@ EMBER_VMATH2(pow)
 EMBER_VMATH2(atan2)
 #undef EMBER_VMATH2
 }
+
+// pow(x, y) as sign * pow(|x|, y): libmvec's pow variants take their scalar
+// fallback lane by lane for every negative base (half the lanes of a GELU's
+// x^3), so the base handed to them is |x|. C99 Annex F.10.4.4 signs: an odd
+// integer y keeps x's sign (-0 and -inf included); a finite x < 0 with a
+// non-integer y is NaN. Integrality without float->int conversions or trunc
+// (either keeps GCC from vectorizing the loop): (a + C) - C rounds a < C to an
+// integer, C = 2^23 (f32) / 2^52 (f64); from C up every float is an integer,
+// from 2C up an even one.
+#define EMBER_VPOW(NAME, T, SUFFIX, C)                                             \
+  static inline T NAME(T x, T y) {                                                \
+    const T r = __builtin_pow##SUFFIX(__builtin_fabs##SUFFIX(x), y);              \
+    const T ay = __builtin_fabs##SUFFIX(y), h = ay * (T)0.5;                       \
+    const T rnd = (ay + C) - C, rnd_h = (h + C) - C;                               \
+    const T s = (((ay >= C) | (rnd == ay)) & (rnd_h != h) & (ay < (T)2 * C) &      \
+                 (__builtin_copysign##SUFFIX((T)1, x) < (T)0)) ? -r : r;           \
+    return ((x < (T)0) & (x > -__builtin_inf##SUFFIX()) & (rnd != ay) & !(ay >= C)) \
+               ? __builtin_nan##SUFFIX("") : s;                                   \
+  }
+EMBER_VPOW(ember_powf, float, f, 8388608.0f)
+EMBER_VPOW(ember_pow, double, , 4503599627370496.0)
+#undef EMBER_VPOW
 )EMBER_VMATH";
+}
+
+const char* ScalarMathDefinitions() {
+  return R"EMBER_SMATH(// Scalar libm (vector math off): bit-identical to the interpreter.
+static inline float ember_powf(float x, float y) { return __builtin_powf(x, y); }
+static inline double ember_pow(double x, double y) { return __builtin_pow(x, y); }
+)EMBER_SMATH";
 }
 
 const std::vector<std::string>& VectorMathLinkFlags() {

@@ -48,7 +48,12 @@ std::vector<bool> DependsOnVectorMath(const Graph& g);
 
 // C++ declarations (extern "C", `#pragma omp declare simd notinbranch`) of
 // the libm functions of IsVectorMathOp, float and double.
+// Also defines ember_powf / ember_pow (float and double pow for kernels): the
+// SIMD variant on |x| with C99's signs restored.
 const char* VectorMathDeclarations();
+
+// With vector math off: ember_powf / ember_pow as plain scalar libm pow.
+const char* ScalarMathDefinitions();
 
 // Libraries a kernel links after its object: libmvec, then libm (linked
 // --as-needed: a kernel that calls no vector function does not depend on them).
