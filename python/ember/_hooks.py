@@ -47,10 +47,35 @@ def _on_ember(tensors) -> bool:
     return False
 
 
+# ---- backward on the calling thread --------------------------------------------------
+# The autograd engine runs a PrivateUse1 graph on a per-device worker thread (as for
+# CUDA): each backward hands its roots to that thread and sleeps until it is done. An
+# ember backward only records ops, so it needs no thread of its own; with autograd's
+# multithreading disabled for the call (thread-local, what torch.autograd's
+# set_multithreading_enabled(False) does) the engine runs it on the caller, as PyTorch
+# does for its own lazy device. ember.config.backward_on_calling_thread switches it.
+_is_multithreading = torch._C._is_multithreading_enabled
+_set_multithreading = torch._C._set_multithreading_enabled
+
+
+def _on_calling_thread(run, *args, **kwargs):
+    if not (config.backward_on_calling_thread and _is_multithreading()):
+        return run(*args, **kwargs)
+    _set_multithreading(False)
+    try:
+        return run(*args, **kwargs)
+    finally:
+        _set_multithreading(True)
+
+
 @functools.wraps(_orig_backward)
 def _backward(tensors, *args, **kwargs):
-    out = _orig_backward(tensors, *args, **kwargs)
-    if config.sync_on_accumulate and _on_ember(tensors):
+    on_ember = _on_ember(tensors)
+    if on_ember:
+        out = _on_calling_thread(_orig_backward, tensors, *args, **kwargs)
+    else:
+        out = _orig_backward(tensors, *args, **kwargs)
+    if config.sync_on_accumulate and on_ember:
         generation = _C.sync_generation()
         with _accumulate_lock:
             pending_earlier = _last_backward_sync[0] == generation
@@ -61,6 +86,18 @@ def _backward(tensors, *args, **kwargs):
 
 
 torch.autograd.backward = _backward
+
+_orig_grad = torch.autograd.grad
+
+
+@functools.wraps(_orig_grad)
+def _grad(outputs, *args, **kwargs):
+    if _on_ember(outputs):
+        return _on_calling_thread(_orig_grad, outputs, *args, **kwargs)
+    return _orig_grad(outputs, *args, **kwargs)
+
+
+torch.autograd.grad = _grad
 
 
 # ---- module.to("ember") keeps tied parameters tied --------------------------------

@@ -32,6 +32,12 @@ _DEFAULTS = {
     # the sync donated (test_two_python_threads_train_concurrently failed so under load;
     # docs/architecture.md, "Lowering").
     "donate_buffers": False,
+    # Run the backward of ember tensors on the calling thread (autograd's multithreading
+    # off for that call), as PyTorch does for its own lazy device, instead of handing it
+    # to autograd's per-device worker thread and waiting: tracing a backward needs no
+    # device thread, and the handoff costs two thread wake-ups per backward
+    # (docs/performance.md, "Fixed cost per step").
+    "backward_on_calling_thread": True,
 }
 _NATIVE = {"max_pending_ops", "recompile_warn_limit", "record_source", "log_recompiles", "backend",
            "donate_buffers"}

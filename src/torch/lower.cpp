@@ -6,6 +6,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <c10/core/ScalarType.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "dtype_map.h"
+#include "../ir/log.h"
 #include "ember/codegen/cpu.h"
 #include "ember/eval/extern_registry.h"
 #include "ember/ir/builder.h"
@@ -79,6 +81,31 @@ bool row_major(const std::vector<int64_t>& sizes, const std::vector<int64_t>& st
 }
 
 bool row_major(const at::Tensor& t) { return row_major(t.sizes().vec(), t.strides().vec()); }
+
+// When `t` is not row-major but its elements are a dense row-major block in another
+// dimension order (e.g. `w.t()`, a permuted contiguous tensor): that order, outermost
+// first (`order[j]` = the logical dimension stored j-th). Empty otherwise.
+std::vector<int64_t> dense_permutation(const at::Tensor& t) {
+  const int64_t r = t.dim();
+  if (r < 2 || t.numel() == 0 || row_major(t)) return {};
+  std::vector<int64_t> order(r);
+  for (int64_t d = 0; d < r; ++d) order[d] = d;
+  auto sizes = t.sizes();
+  auto strides = t.strides();
+  // Size-1 dimensions have no meaningful stride: they go innermost, in logical order.
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    const bool a1 = sizes[a] == 1, b1 = sizes[b] == 1;
+    if (a1 != b1) return b1;
+    return !a1 && strides[a] > strides[b];
+  });
+  std::vector<int64_t> ps(r), pst(r);
+  for (int64_t j = 0; j < r; ++j) {
+    ps[j] = sizes[order[j]];
+    pst[j] = strides[order[j]];
+  }
+  if (!row_major(ps, pst)) return {};
+  return order;
+}
 
 // ---------------------------------------------------------------- runtime buffers as tensors
 void delete_runtime_buffer(void* ctx) { delete static_cast<ember::BufferRef*>(ctx); }
@@ -307,6 +334,10 @@ struct ParamSrc {
   enum Kind : uint8_t { kInput, kScalar } kind = kInput;
   int index = 0;  // g.inputs / g.scalars
   int tag = 0;    // scalar kind (kScalar)
+  // kInput: the tensor is a dense permutation of a row-major layout (a transposed
+  // weight): the parameter is that row-major layout, borrowed as is, and a transpose
+  // node gives the graph the logical order (see dense_permutation).
+  bool permuted = false;
 };
 
 struct LoweredProgram {
@@ -331,7 +362,8 @@ struct Lowerer {
   const LazyGraph& g;
   ember::GraphBuilder b;
   std::vector<ParamSrc> params;
-  std::unordered_map<int, ember::NodeId> slot_param;   // leaf slot -> parameter
+  std::unordered_map<int, ember::NodeId> slot_param;   // leaf slot -> parameter (or its transpose)
+  std::set<size_t> permuted_inputs;                    // g.inputs read through a transpose
   std::unordered_map<int, ember::NodeId> scalar_param; // scalar index -> parameter
   std::unordered_map<const Node*, std::vector<ember::NodeId>> values;  // per output
   std::map<std::string, ember::ExternKernel> kernels;
@@ -367,8 +399,23 @@ struct Lowerer {
       const at::Tensor& t = g.inputs[i];
       auto d = to_ir_dtype(t.scalar_type());
       if (!d) return std::string("input of dtype ") + c10::toString(t.scalar_type()) + " has no IR dtype";
-      slot_param[g.input_slots[i]] =
-          new_param(ember::Shape(*d, t.sizes().vec()), ParamSrc{ParamSrc::kInput, static_cast<int>(i), 0});
+      std::vector<int64_t> order = dense_permutation(t);
+      if (order.empty()) {
+        slot_param[g.input_slots[i]] =
+            new_param(ember::Shape(*d, t.sizes().vec()), ParamSrc{ParamSrc::kInput, static_cast<int>(i), 0});
+        continue;
+      }
+      // Borrowed in its stored order, read through a transpose (which simplify folds
+      // into a dot-general's dimension numbers): no copy per run.
+      std::vector<int64_t> stored(order.size()), perm(order.size());
+      for (size_t j = 0; j < order.size(); ++j) {
+        stored[j] = t.size(order[j]);
+        perm[order[j]] = static_cast<int64_t>(j);
+      }
+      ember::NodeId pid =
+          new_param(ember::Shape(*d, stored), ParamSrc{ParamSrc::kInput, static_cast<int>(i), 0, true});
+      slot_param[g.input_slots[i]] = b.Transpose(pid, perm);
+      permuted_inputs.insert(i);
     }
       return "";
   }
@@ -692,7 +739,7 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
     auto can_pair = [&](size_t o, size_t i) {
       const TensorMeta& m = output_metas[o];
       ember::NodeId pid = lw.slot_param.at(g.input_slots[i]);
-      return !paired[o] && !input_paired[i] && outputs[o] != pid && m.offset == 0 &&
+      return !paired[o] && !input_paired[i] && !lw.permuted_inputs.count(i) && outputs[o] != pid && m.offset == 0 &&
              row_major(m.sizes, m.strides) && lw.b.shape(outputs[o]) == lw.b.shape(pid);
     };
     auto pair = [&](size_t o, size_t i) {
@@ -772,7 +819,16 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
   return p;
 }
 
+thread_local RunTiming g_run_timing;
+
 LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::vector<bool>& donated) {
+  static const bool timed = ember::LogEnabled("sync");
+  using Clock = std::chrono::steady_clock;
+  auto us = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  Clock::time_point t0, t1, t2;
+  if (timed) t0 = Clock::now();
   LoweredRun out;
   std::vector<ember::BufferRef> args;
   std::vector<at::Tensor> arg_tensors(p.params.size());  // the tensor each input borrows
@@ -785,7 +841,7 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
       continue;
     }
     at::Tensor t = g.inputs[src.index];
-    if (!row_major(t)) {
+    if (!src.permuted && !row_major(t)) {
       t = t.contiguous();
       input_copies++;
     }
@@ -821,10 +877,15 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
   }
   const int64_t relayout0 = g_relayout_copies.load(), extern0 = g_extern_copies.load();
   ember::StatusOr<std::vector<ember::BufferRef>> res = ember::Status(ember::StatusCode::kInternal, "not run");
+  if (timed) t1 = Clock::now();
   try {
     res = p.exe->Run(args, eo);
   } catch (const std::bad_alloc&) {
     res = ember::Status(ember::StatusCode::kResourceExhausted, "out of memory");
+  }
+  if (timed) {
+    t2 = Clock::now();
+    g_run_timing = RunTiming{us(t0, t1), us(t1, t2), 0};
   }
   {
     std::lock_guard<std::mutex> mg(metrics().mu);
@@ -991,6 +1052,7 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
     std::lock_guard<std::mutex> mg(metrics().mu);
     metrics().output_copies += out_copies;
   }
+  if (timed) g_run_timing.outputs_us = us(t2, Clock::now());
   return out;
 }
 

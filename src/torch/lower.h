@@ -60,6 +60,13 @@ struct LoweredRun {
   // failed_op, or fail every root if that is unknown too).
   std::vector<bool> root_failed;
 };
+// Where run_lowered's time went in the last run on this thread (microseconds), filled
+// only while EMBER_LOG=sync is on: argument buffers, Executable::Run, output tensors.
+struct RunTiming {
+  double args_us = 0, exec_us = 0, outputs_us = 0;
+};
+extern thread_local RunTiming g_run_timing;
+
 // Runs the program on this sync's inputs and scalars. `donated[i]`: input i's buffer
 // may be overwritten in place (no other live tensor refers to it).
 LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::vector<bool>& donated);

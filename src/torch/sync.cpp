@@ -915,11 +915,29 @@ void bind_results(const std::vector<std::pair<StatePtr, Value>>& roots,
   }
 }
 
+// EMBER_LOG=sync: one line per sync with where its fixed cost went (microseconds):
+// gathering the pending roots, building + hashing the lazy graph, the cache lookup,
+// the run (argument buffers, the executable, binding outputs as tensors) and binding
+// the tensor states. Read once; a disabled topic costs one branch per sync.
+bool log_sync() {
+  static const bool on = ember::LogEnabled("sync");
+  return on;
+}
+using SteadyClock = std::chrono::steady_clock;
+double us_since(SteadyClock::time_point t) {
+  return std::chrono::duration<double, std::micro>(SteadyClock::now() - t).count();
+}
+thread_local double t_gather_us = 0;  // set by sync() for the line sync_roots prints
+
 // Compiles (or finds) and runs the graph of `roots`, binding results. Throws the first
 // error after binding every result that does not depend on it.
 void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth) {
+  const bool timed = log_sync();
+  auto tb = SteadyClock::now();
   LazyGraph g;
   build_lazy_graph(roots, g);
+  const double build_us = timed ? us_since(tb) : 0;
+  tb = SteadyClock::now();
   const int backend = config().backend.load();
 
   std::shared_ptr<CacheEntry> entry;
@@ -996,6 +1014,8 @@ void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth)
     if (hit) metrics().memory_cache_hits++;
   }
   set_last_graph(entry->stats);
+  const double lookup_us = timed ? us_since(tb) : 0;
+  if (timed) g_run_timing = RunTiming{};
 
   auto t0 = std::chrono::steady_clock::now();
   std::vector<at::Tensor> outputs;
@@ -1040,7 +1060,18 @@ void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth)
     std::lock_guard<std::mutex> mg(metrics().mu);
     metrics().execute_seconds += dt;
   }
+  tb = SteadyClock::now();
   bind_results(roots, outputs, failed, first_error ? error_text(first_error) : std::string());
+  if (timed) {
+    char line[320];
+    std::snprintf(line, sizeof(line),
+                  "roots=%zu ops=%zu inputs=%zu %s gather=%.1f build=%.1f lookup=%.1f run=%.1f "
+                  "(args=%.1f exec=%.1f outputs=%.1f) bind=%.1f us",
+                  roots.size(), g.ops.size(), g.inputs.size(), hit ? "hit" : "miss", t_gather_us,
+                  build_us, lookup_us, dt * 1e6, g_run_timing.args_us, g_run_timing.exec_us,
+                  g_run_timing.outputs_us, us_since(tb));
+    ember::LogLine("sync", line);
+  }
   if (first_error) std::rethrow_exception(first_error);
 }
 
@@ -1048,7 +1079,9 @@ void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth)
 
 void sync(const std::string& reason) {
   std::lock_guard<std::mutex> sync_lock(g_sync_mu);
+  auto tg = SteadyClock::now();
   auto roots = pending_states();
+  if (log_sync()) t_gather_us = us_since(tg);
   add_pending_ops(-1);
   if (roots.empty()) return;
   g_sync_generation.fetch_add(1);

@@ -96,6 +96,39 @@ def test_strided_inputs_are_copied_once_and_read_correctly(name):
 
 
 @pytest.mark.parametrize("name", LOWERED)
+def test_permuted_dense_inputs_are_borrowed_without_a_copy(name):
+    # A transposed weight (F.linear's w.t()), a permuted 3-D tensor, channels_last and
+    # permutations with size-1 dimensions are dense in another order: the parameter is
+    # that order, read through a transpose node, never a per-run copy.
+    with backend(name):
+        cases = {
+            "transposed": (torch.randn(6, 8), lambda t: t.t()),
+            "permuted 3-d": (torch.randn(3, 4, 5), lambda t: t.permute(2, 0, 1)),
+            "channels_last": (torch.randn(2, 3, 4, 5), lambda t: t.to(memory_format=torch.channels_last)),
+            "size-1 dims": (torch.randn(1, 4, 1, 5), lambda t: t.permute(3, 2, 1, 0)),
+            "offset": (torch.randn(10, 8), lambda t: t[2:8].t()),
+        }
+        for label, (base, view) in cases.items():
+            d = view(base.to(DEV))  # device data with that layout
+            ember.sync()
+            ember.metrics.clear()
+            out = (d * 3 - 1).cpu()
+            close(out, view(base) * 3 - 1, msg=label)
+            assert counters()["input_copies"] == 0, label
+        # F.linear in inference: the dot reads the weight through its dimension numbers
+        # (no transpose kernel, no copy) and the step's steady state copies nothing.
+        x, w, b = torch.randn(16, 32), torch.randn(24, 32), torch.randn(24)
+        xd, wd, bd = x.to(DEV), w.to(DEV), b.to(DEV)
+        for _ in range(2):
+            ember.metrics.clear()
+            y = F.linear(xd, wd, bd).cpu()
+        close(y, F.linear(x, w, b))
+        assert counters()["input_copies"] == 0
+        g = ember.metrics.last_graph()
+        assert g["core_externs"].get("ember.dot-general", 0) + g["interpreted"] >= 1
+
+
+@pytest.mark.parametrize("name", LOWERED)
 def test_outputs_report_eager_strides(name):
     with backend(name):
         x = torch.randn(2, 3, 4, 5)
