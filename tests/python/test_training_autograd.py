@@ -201,17 +201,32 @@ def test_frozen_parameters():
     assert steps.built() <= 2 and steps.built(2) == 0, steps.steps
 
 
-def test_backward_runs_on_autograd_thread():
-    d = torch.randn(4, device=DEV, requires_grad=True)
-    threads = []
-    d.register_hook(lambda g: threads.append(threading.get_ident()) or g)
-    (d * 2).sum().backward()
-    assert threads and threads[0] != threading.get_ident()
-    torch.testing.assert_close(d.grad.cpu(), torch.full((4,), 2.0))
+@pytest.mark.parametrize("on_caller", [True, False])
+def test_backward_thread(on_caller):
+    """By default an ember backward (and autograd.grad) runs on the calling thread
+    (ember.config.backward_on_calling_thread); switched off, on autograd's device thread,
+    as a backward started from C++ does. Gradients are eager's either way."""
+    old = ember.config.backward_on_calling_thread
+    ember.config.backward_on_calling_thread = on_caller
+    try:
+        d = torch.randn(4, device=DEV, requires_grad=True)
+        threads = []
+        d.register_hook(lambda g: threads.append(threading.get_ident()) or g)
+        (d * 2).sum().backward()
+        (g,) = torch.autograd.grad((d * d).sum(), d)
+        assert len(threads) == 2
+        for t in threads:
+            assert (t == threading.get_ident()) == on_caller
+        torch.testing.assert_close(d.grad.cpu(), torch.full((4,), 2.0))
+        torch.testing.assert_close(g.cpu(), 2 * d.detach().cpu())
+        # The caller's autograd multithreading setting is restored.
+        assert torch._C._is_multithreading_enabled()
+    finally:
+        ember.config.backward_on_calling_thread = old
 
 
 def test_two_python_threads_train_concurrently():
-    """Each thread traces its own model (forward, backward on the autograd thread,
+    """Each thread traces its own model (forward, backward on its own thread,
     optimizer step with its sync) while the other does the same; syncs are
     process-wide, so each may run the other's pending work. Results equal eager."""
     torch.manual_seed(0)
