@@ -1071,7 +1071,14 @@ bool is_canonical_gemm_layout(const at::Tensor& t) {
 at::Tensor canonical_gemm_operand(const at::Tensor& t) {
   if (is_canonical_gemm_layout(t)) return t;
   at::Tensor c = at::empty(t.sizes(), t.options().memory_format(at::MemoryFormat::Contiguous));
-  c.copy_(t);
+  if (t.dim() == 3 && t.size(0) == 1) {
+    // One matrix (mm, F.linear's weight read transposed): copied as a 2-D tensor, so
+    // ATen takes its blocked transpose copy instead of the element-wise strided loop
+    // (the MLP step spent 14% of its samples in that loop).
+    c.select(0, 0).copy_(t.select(0, 0));
+  } else {
+    c.copy_(t);
+  }
   return c;
 }
 
