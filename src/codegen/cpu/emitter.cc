@@ -13,6 +13,7 @@
 
 #include "codegen/cpu/c_types.h"
 #include "codegen/cpu/expr_emitter.h"
+#include "codegen/cpu/f32_muladd.h"
 #include "codegen/cpu/prelude.h"
 #include "codegen/cpu/vector_math.h"
 #include "ember/ir/text.h"
@@ -342,7 +343,32 @@ class KernelEmitter {
     return s;
   }
 
+  // An elementwise phase. When it evaluates f32 multiply-adds with a
+  // loop-invariant factor (f32_muladd.h), the loop is emitted twice: a copy
+  // computing them in f32, run when every such factor is +-1 (checked once
+  // per call from the element at index 0, the same at every index), and the
+  // loop as written otherwise.
   std::string ElementwisePhaseBody(const Phase& ph) {
+    const std::vector<F32MulAdd> mas = FindF32MulAdds(g_, ph.node);
+    if (mas.empty()) return ElementwiseLoop(ph);
+    const std::string general = ElementwiseLoop(ph);
+    ExprEmitter ge(plan_, &var_counter_, 1);
+    std::string cond;
+    for (const F32MulAdd& m : mas) {
+      const std::string v = ge.Value(m.s, Index::Linear("0"));
+      cond += std::string(cond.empty() ? "" : " && ") + "(" + v + " == 1.0f || " + v + " == -1.0f)";
+    }
+    for (const F32MulAdd& m : mas) plan_.f32_muladds[m.root] = m;
+    const std::string fast = ElementwiseLoop(ph);
+    plan_.f32_muladds.clear();
+    std::string s = "  // f32 multiply-adds with factors of +-1 in f32 (f32_muladd.h)\n";
+    s += BufferDecls(ge, 1) + FlagDecls(ge, 1) + ge.code();
+    s += "  if (" + cond + ") {\n" + fast + "  } else {\n" + general + "  }\n";
+    s += FlagStores(ge, 1);
+    return s;
+  }
+
+  std::string ElementwiseLoop(const Phase& ph) {
     const Node& n = g_.node(ph.node);
     const DType t = n.shape.dtype();
     const std::string st = StorageType(t);

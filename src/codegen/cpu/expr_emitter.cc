@@ -220,6 +220,8 @@ ExprEmitter::Val ExprEmitter::EmitUncached(const Node& n, const Index& idx) {
     used_buffers_.insert(n.id);
     return {Bind(t, LoadExpr(t, mat->second + "[" + LinOf(n.shape, idx) + "]")), false};
   }
+  auto fm = plan_.f32_muladds.find(n.id);
+  if (fm != plan_.f32_muladds.end()) return EmitF32MulAdd(fm->second, idx);
   switch (n.op) {
     case OpKind::kParameter: {
       used_buffers_.insert(n.id);
@@ -254,6 +256,15 @@ ExprEmitter::Val ExprEmitter::EmitUncached(const Node& n, const Index& idx) {
     default:
       return EmitElementwise(n, idx);
   }
+}
+
+// (x * s) + z in f32, operand orders as in the f64 form (f32_muladd.h), so a
+// NaN operand propagates as there.
+ExprEmitter::Val ExprEmitter::EmitF32MulAdd(const F32MulAdd& m, const Index& idx) {
+  const Val x = Emit(m.x, idx), s = Emit(m.s, idx), z = Emit(m.z, idx);
+  const std::string p = m.s_first ? "(" + s.expr + " * " + x.expr + ")" : "(" + x.expr + " * " + s.expr + ")";
+  const std::string r = m.product_first ? "(" + p + " + " + z.expr + ")" : "(" + z.expr + " + " + p + ")";
+  return {Bind(DType::kF32, r), x.is_const && s.is_const && z.is_const};
 }
 
 ExprEmitter::Val ExprEmitter::EmitConcatenate(const Node& n, const Index& idx) {

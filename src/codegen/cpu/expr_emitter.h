@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpu/f32_muladd.h"
 #include "ember/ir/graph.h"
 
 namespace ember::codegen {
@@ -45,6 +46,9 @@ struct KernelPlan {
   std::vector<NodeId> zero_div_sites;
   // File-scope tables for non-splat constants, by node.
   std::map<NodeId, std::string> constant_tables;
+  // Multiply-adds the current loop computes in f32 (f32_muladd.h: the loop
+  // runs only after checking that each one's invariant factor is +-1), by root.
+  std::map<NodeId, F32MulAdd> f32_muladds;
 };
 
 class ExprEmitter {
@@ -82,6 +86,7 @@ class ExprEmitter {
   Val EmitConvert(DType from, DType to, const Val& x);
   Val EmitConcatenate(const Node& n, const Index& idx);
   Val EmitPad(const Node& n, const Index& idx);
+  Val EmitF32MulAdd(const F32MulAdd& m, const Index& idx);
   Index OperandIndex(const Node& n, const Index& idx);  // 1:1 data movement
 
   std::string NewVar();
