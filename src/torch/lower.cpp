@@ -4,6 +4,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/Parallel.h>
 #include <c10/core/ScalarType.h>
 
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "ember/lowering/aten.h"
 #include "ember/runtime/buffer.h"
 #include "ember/runtime/executable.h"
+#include "ember/runtime/thread_pool.h"
 
 namespace ember_torch {
 
@@ -1172,6 +1174,16 @@ std::atomic<bool>& donate_buffers() {
 
 void register_aten_externs() {
   ember::ExternRegistry::Global().Register("ember.dot-general", &aten_dot_general);
+  // Native kernels split their loops on ATen's intra-op pool (OpenMP in torch's CPU
+  // wheels, torch.set_num_threads threads): the pool ATen externs, eager ops and
+  // Inductor's kernels use. With the runtime's own pool beside it, two pools share the
+  // cores: after each ATen op OpenMP's workers spin-wait for more work while ember's
+  // workers need the cores, and the kernel's second half waits on a descheduled thread
+  // (docs/performance.md, "Memory-bound kernels in the bridge").
+  ember::SetRuntimeParallelFor([](int64_t begin, int64_t end, int64_t grain,
+                                  const std::function<void(int64_t, int64_t)>& body) {
+    at::parallel_for(begin, end, grain, body);
+  });
 }
 
 bool is_runtime_buffer(const at::Tensor& t) {

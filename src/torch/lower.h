@@ -79,7 +79,8 @@ GraphStats last_graph();
 // updated in place) so the lowered executable writes the new value into the old buffer.
 std::atomic<bool>& donate_buffers();
 
-// Registers the ATen-backed `ember.dot-general` extern kernel (mm/bmm through ATen).
+// Registers the ATen-backed `ember.dot-general` extern kernel (mm/bmm through ATen) and
+// makes ATen's intra-op thread pool (at::parallel_for) the runtime's parallel-for.
 void register_aten_externs();
 
 }  // namespace ember_torch
