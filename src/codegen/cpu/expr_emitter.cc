@@ -253,6 +253,8 @@ ExprEmitter::Val ExprEmitter::EmitUncached(const Node& n, const Index& idx) {
       return EmitConcatenate(n, idx);
     case OpKind::kPad:
       return EmitPad(n, idx);
+    case OpKind::kGather:
+      return EmitGather(n, idx);
     default:
       return EmitElementwise(n, idx);
   }
@@ -265,6 +267,65 @@ ExprEmitter::Val ExprEmitter::EmitF32MulAdd(const F32MulAdd& m, const Index& idx
   const std::string p = m.s_first ? "(" + s.expr + " * " + x.expr + ")" : "(" + x.expr + " * " + s.expr + ")";
   const std::string r = m.product_first ? "(" + p + " + " + z.expr + ")" : "(" + z.expr + " + " + p + ")";
   return {Bind(DType::kF32, r), x.is_const && s.is_const && z.is_const};
+}
+
+std::map<int64_t, std::string> ExprEmitter::IndexStarts(
+    const Node& n, int64_t index_vector_dim, const std::vector<int64_t>& index_to_operand,
+    const std::vector<int64_t>& window, const std::vector<std::string>& batch_ix) {
+  const NodeId ind = n.operands[1];
+  const int irank = g_.node(ind).shape.rank();
+  const Shape& os = g_.node(n.operands[0]).shape;
+  auto it = std::find(plan_.error_sites.begin(), plan_.error_sites.end(), n.id);
+  const int site = static_cast<int>(it - plan_.error_sites.begin());
+  used_sites_.insert(site);
+  const std::string zd = "zd" + std::to_string(site);
+  std::map<int64_t, std::string> starts;
+  for (size_t k = 0; k < index_to_operand.size(); ++k) {
+    std::vector<std::string> iix;
+    size_t b = 0;
+    for (int d = 0; d < irank; ++d) {
+      iix.push_back(d == index_vector_dim ? IntLiteral(static_cast<int64_t>(k)) : batch_ix.at(b++));
+    }
+    // Any integer dtype; a u64 index above INT64_MAX turns negative: out of range.
+    const std::string raw = Bind(DType::kS64, "(int64_t)" + Value(ind, Index::Multi(iix)));
+    const int64_t d = index_to_operand[k];
+    const int64_t limit = os.dim(static_cast<int>(d)) - window[d] + 1;  // valid: [0, limit)
+    const std::string ok = NewVar();
+    Line("const bool " + ok + " = " + raw + " >= 0 && " + raw + " < " + IntLiteral(limit) + ";");
+    Line(zd + " |= !" + ok + ";");
+    starts[d] = Bind(DType::kS64, "(" + ok + " ? " + raw + " : (int64_t)0)");
+  }
+  return starts;
+}
+
+// Gather (XLA's dimension numbers, as src/eval/indexing.cc): result dims not
+// in offset_dims walk the indices' batch positions, offset_dims walk the
+// operand's non-collapsed dims in order.
+ExprEmitter::Val ExprEmitter::EmitGather(const Node& n, const Index& idx) {
+  const auto& offset_dims = n.attrs.GetInts("offset_dims");
+  const auto& collapsed = n.attrs.GetInts("collapsed_slice_dims");
+  const auto& slice_sizes = n.attrs.GetInts("slice_sizes");
+  const Shape& os = g_.node(n.operands[0]).shape;
+  auto has = [](const std::vector<int64_t>& v, int64_t x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  const std::vector<std::string> rix = MultiOf(n.shape, idx);
+  std::vector<std::string> batch_ix;
+  for (int d = 0; d < n.shape.rank(); ++d) {
+    if (!has(offset_dims, d)) batch_ix.push_back(rix[d]);
+  }
+  const std::map<int64_t, std::string> starts =
+      IndexStarts(n, n.attrs.GetInt("index_vector_dim"), n.attrs.GetInts("start_index_map"),
+                  std::vector<int64_t>(slice_sizes.begin(), slice_sizes.end()), batch_ix);
+  std::vector<std::string> oix(os.rank());
+  size_t k = 0;  // position among offset_dims
+  for (int d = 0; d < os.rank(); ++d) {
+    std::string off = "0";
+    if (!has(collapsed, d)) off = rix[offset_dims[k++]];
+    auto st = starts.find(d);
+    oix[d] = st == starts.end() ? off : off == "0" ? st->second : "(" + st->second + " + " + off + ")";
+  }
+  return Emit(n.operands[0], Index::Multi(oix));
 }
 
 ExprEmitter::Val ExprEmitter::EmitConcatenate(const Node& n, const Index& idx) {
@@ -464,8 +525,8 @@ ExprEmitter::Val ExprEmitter::EmitBinary(const Node& n, const Val& av, const Val
   auto call = [&](const std::string& f) { return f + "(" + a + ", " + b + ")"; };
   // Integer divide/remainder: flag a zero divisor, divide by 1 instead.
   auto guarded = [&](const char* f) {
-    auto it = std::find(plan_.zero_div_sites.begin(), plan_.zero_div_sites.end(), n.id);
-    const int site = static_cast<int>(it - plan_.zero_div_sites.begin());
+    auto it = std::find(plan_.error_sites.begin(), plan_.error_sites.end(), n.id);
+    const int site = static_cast<int>(it - plan_.error_sites.begin());
     used_sites_.insert(site);
     const std::string zd = "zd" + std::to_string(site);
     Line(zd + " |= (" + b + " == 0);");

@@ -41,9 +41,10 @@ struct KernelPlan {
   // array[lin - row_base].
   std::map<NodeId, std::string> row_buffers;
   std::string row_base;
-  // Integer divide/remainder nodes whose zero divisors are reported, in
-  // node order; the site number is the position here.
-  std::vector<NodeId> zero_div_sites;
+  // Nodes whose data errors are reported, in node order; the site number is
+  // the position here: integer divide/remainder (a zero divisor), gather and
+  // scatter (a start index out of range).
+  std::vector<NodeId> error_sites;
   // File-scope tables for non-splat constants, by node.
   std::map<NodeId, std::string> constant_tables;
   // Multiply-adds the current loop computes in f32 (f32_muladd.h: the loop
@@ -69,6 +70,17 @@ class ExprEmitter {
   // Parameters / materialized nodes the code reads.
   const std::set<NodeId>& used_buffers() const { return used_buffers_; }
 
+  // Gather / scatter node `n` (operand 0: the operand, operand 1: the
+  // indices): the start of the index vector at batch position `batch_ix`
+  // (one expression per dim of the indices except index_vector_dim), per
+  // indexed operand dim (`index_to_operand`, windows `window`): an int64
+  // variable checked to lie in [0, dim - window], else 0 with n's error flag
+  // (site) set. Operand dims that are not indexed are absent.
+  std::map<int64_t, std::string> IndexStarts(const Node& n, int64_t index_vector_dim,
+                                             const std::vector<int64_t>& index_to_operand,
+                                             const std::vector<int64_t>& window,
+                                             const std::vector<std::string>& batch_ix);
+
   // Linear index of `s` at `idx` / its multi-index (see Index).
   std::string LinOf(const Shape& s, const Index& idx);
   std::vector<std::string> MultiOf(const Shape& s, const Index& idx);
@@ -87,6 +99,7 @@ class ExprEmitter {
   Val EmitConcatenate(const Node& n, const Index& idx);
   Val EmitPad(const Node& n, const Index& idx);
   Val EmitF32MulAdd(const F32MulAdd& m, const Index& idx);
+  Val EmitGather(const Node& n, const Index& idx);
   Index OperandIndex(const Node& n, const Index& idx);  // 1:1 data movement
 
   std::string NewVar();

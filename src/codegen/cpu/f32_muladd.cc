@@ -43,7 +43,7 @@ std::vector<F32MulAdd> FindF32MulAdds(const Graph& g, NodeId root) {
     if (seen[id]) continue;
     seen[id] = true;
     const Node& n = g.node(id);
-    if (n.op == OpKind::kReduce) continue;  // computed by its own phase
+    if (n.op == OpKind::kReduce || n.op == OpKind::kScatter) continue;  // own phases
     for (NodeId o : n.operands) stack.push_back(o);
     // r = convert<f32>(add(multiply(convert<f64>(.), convert<f64>(.)), convert<f64>(z)))
     if (n.op != OpKind::kConvert || n.shape.dtype() != DType::kF32) continue;

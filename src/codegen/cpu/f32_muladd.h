@@ -43,8 +43,8 @@ struct F32MulAdd {
 bool IsLoopInvariant(const Graph& g, NodeId id);
 
 // The multiply-adds of the pattern above, with a loop-invariant factor, that
-// computing `root` evaluates elementwise (the search does not enter reduce
-// operands: reduces are computed by phases of their own). In node order.
+// computing `root` evaluates elementwise (the search does not enter reduce or
+// scatter operands: those are computed by phases of their own). In node order.
 std::vector<F32MulAdd> FindF32MulAdds(const Graph& g, NodeId root);
 
 }  // namespace ember::codegen

@@ -1,0 +1,218 @@
+// Generated gather and scatter kernels vs the reference interpreter (bit for
+// bit): the dimension numbers the torch lowering uses (torch.gather and
+// scatter with full coordinates, index_select, embedding and its backward
+// scatter-add), windows wider than 1, every index dtype, duplicate indices in
+// every combiner, a scatter read by later phases, and out-of-range or
+// negative indices (OutOfRange; through the runtime with the interpreter's
+// message).
+#include <limits>
+
+#include "codegen/cpu/codegen_test_util.h"
+#include "ember/runtime/executable.h"
+
+namespace ember::codegen {
+namespace {
+
+using testing::ExpectMatchesInterpreter;
+using testing::FastOptions;
+using testing::RandomLiteral;
+using testing::TempDir;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+Literal Ints(DType t, std::vector<int64_t> dims, const std::vector<double>& v) {
+  return Literal::FromDoubles(Shape(t, std::move(dims)), v);
+}
+
+// Full coordinates as the lowering builds them for torch.gather/scatter along
+// `dim` of a rank-2 tensor: [rows, cols, 2] = (iota or index) per dim.
+NodeId FullCoords(GraphBuilder& b, NodeId index, int64_t rows, int64_t cols, int64_t dim) {
+  std::vector<NodeId> parts;
+  for (int64_t d = 0; d < 2; ++d) {
+    NodeId p = d == dim ? b.Convert(index, DType::kS64) : b.Iota(Shape(DType::kS64, {rows, cols}), d);
+    parts.push_back(b.Reshape(p, {rows, cols, 1}));
+  }
+  return b.Concatenate(parts, 2);
+}
+
+// One kernel: torch.gather along dim 1 (coordinates computed in the kernel),
+// index_select of rows (s32 indices, index_vector_dim == rank), an embedding
+// lookup (s64 [2, 3] indices), a gather with windows wider than 1 along both
+// dims (u32 start pairs), each feeding elementwise ops.
+TEST(CodegenIndexing, GathersMatchInterpreter) {
+  TempDir dir;
+  std::mt19937_64 rng(7);
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, Shape(DType::kF32, {5, 6}));
+  NodeId gidx = b.Parameter(1, Shape(DType::kS64, {5, 4}));
+  NodeId rows = b.Parameter(2, Shape(DType::kS32, {3}));
+  NodeId tok = b.Parameter(3, Shape(DType::kS64, {2, 3}));
+  NodeId win = b.Parameter(4, Shape(DType::kU32, {2, 2}));
+  GatherDims point;
+  point.collapsed_slice_dims = {0, 1};
+  point.start_index_map = {0, 1};
+  point.index_vector_dim = 2;
+  NodeId g0 = b.Gather(x, FullCoords(b, gidx, 5, 4, 1), point, {1, 1});
+  GatherDims sel;
+  sel.offset_dims = {1};
+  sel.collapsed_slice_dims = {0};
+  sel.start_index_map = {0};
+  sel.index_vector_dim = 1;
+  NodeId g1 = b.Gather(x, rows, sel, {1, 6});
+  GatherDims emb;
+  emb.offset_dims = {2};
+  emb.collapsed_slice_dims = {0};
+  emb.start_index_map = {0};
+  emb.index_vector_dim = 2;
+  NodeId g2 = b.Gather(x, tok, emb, {1, 6});
+  GatherDims wide;
+  wide.offset_dims = {1, 2};
+  wide.start_index_map = {0, 1};
+  wide.index_vector_dim = 1;
+  NodeId g3 = b.Gather(x, win, wide, {3, 2});
+  b.SetOutputs({b.Exp(g0), b.Negate(g1), b.Add(g2, g2), g3});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::vector<Literal> args = {
+      RandomLiteral(Shape(DType::kF32, {5, 6}), rng, {kNaN, -0.0}),
+      Ints(DType::kS64, {5, 4}, {5, 0, 3, 3, 1, 1, 2, 0, 4, 5, 5, 5, 0, 0, 0, 2, 3, 1, 4, 2}),
+      Ints(DType::kS32, {3}, {4, 0, 4}),
+      Ints(DType::kS64, {2, 3}, {1, 1, 0, 4, 2, 3}),
+      Ints(DType::kU32, {2, 2}, {2, 4, 0, 0})};
+  for (bool fast : {true, false}) {
+    CodegenOptions opts = FastOptions(dir.path());
+    opts.fast = fast;
+    ExpectMatchesInterpreter(*g, args, opts, ThreadParallelFor(3));
+  }
+}
+
+// Scatters with duplicate indices: point scatter-add (f32, the lowering's
+// scatter_add), assign (s32: the last update wins), multiply, maximum and
+// minimum with NaNs, bf16 add (rounded after every update), and the
+// embedding backward (rows of updates added into zeros, s64 [6] indices).
+TEST(CodegenIndexing, ScattersMatchInterpreter) {
+  TempDir dir;
+  std::mt19937_64 rng(11);
+  const std::vector<std::pair<DType, ReduceKind>> cases = {
+      {DType::kF32, ReduceKind::kAdd},     {DType::kS32, ReduceKind::kAssign},
+      {DType::kF32, ReduceKind::kMultiply}, {DType::kF32, ReduceKind::kMaximum},
+      {DType::kF32, ReduceKind::kMinimum}, {DType::kBF16, ReduceKind::kAdd},
+      {DType::kS32, ReduceKind::kAdd},     {DType::kS32, ReduceKind::kOr}};
+  for (const auto& [t, kind] : cases) {
+    SCOPED_TRACE(std::string(DTypeName(t)) + " " + std::string(ReduceKindName(kind)));
+    GraphBuilder b;
+    NodeId x = b.Parameter(0, Shape(t, {4, 5}));
+    NodeId idx = b.Parameter(1, Shape(DType::kS64, {4, 3}));
+    NodeId upd = b.Parameter(2, Shape(t, {4, 3}));
+    ScatterDims point;
+    point.inserted_window_dims = {0, 1};
+    point.scatter_dims_to_operand_dims = {0, 1};
+    point.index_vector_dim = 2;
+    NodeId s = b.Scatter(x, FullCoords(b, idx, 4, 3, 1), upd, point, kind);
+    b.SetOutputs({s});
+    auto g = b.Build();
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    // Rows 0 and 2 hit column 1 three times and twice.
+    std::vector<Literal> args = {
+        RandomLiteral(Shape(t, {4, 5}), rng, {kNaN, 3.0}),
+        Ints(DType::kS64, {4, 3}, {1, 1, 1, 0, 4, 2, 1, 3, 1, 4, 4, 0}),
+        RandomLiteral(Shape(t, {4, 3}), rng, {2.5, kNaN, -1.0, 7.0})};
+    if (!IsFloat(t)) {
+      args[0] = RandomLiteral(Shape(t, {4, 5}), rng);
+      args[2] = RandomLiteral(Shape(t, {4, 3}), rng);
+    }
+    ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()), ThreadParallelFor(3));
+  }
+  // Embedding backward: zeros[10, 4] with rows of updates added at tok[i].
+  GraphBuilder b;
+  NodeId tok = b.Parameter(0, Shape(DType::kS64, {6}));
+  NodeId grad = b.Parameter(1, Shape(DType::kF32, {6, 4}));
+  NodeId zeros = b.BroadcastInDim(b.ConstantScalar(DType::kF32, 0), {10, 4}, {});
+  ScatterDims rows;
+  rows.update_window_dims = {1};
+  rows.inserted_window_dims = {0};
+  rows.scatter_dims_to_operand_dims = {0};
+  rows.index_vector_dim = 1;
+  NodeId s = b.Scatter(zeros, tok, grad, rows, ReduceKind::kAdd);
+  // A scatter read by a later phase (a temporary) and the scatter itself.
+  b.SetOutputs({b.Multiply(s, s), s});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::vector<Literal> args = {Ints(DType::kS64, {6}, {3, 9, 3, 0, 3, 9}),
+                               RandomLiteral(Shape(DType::kF32, {6, 4}), rng)};
+  for (bool fast : {true, false}) {
+    CodegenOptions opts = FastOptions(dir.path());
+    opts.fast = fast;
+    auto k = ExpectMatchesInterpreter(*g, args, opts, ThreadParallelFor(3));
+    ASSERT_TRUE(k);
+    EXPECT_NE(k->source().find("scatter"), std::string::npos);
+  }
+}
+
+// Out-of-range, negative and (u64) huge indices: the kernel returns
+// OutOfRange; the runtime names the step and gives the interpreter's message
+// (index, range, position), for gather and scatter.
+TEST(CodegenIndexing, BadIndicesAreOutOfRangeWithTheInterpretersMessage) {
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, Shape(DType::kF32, {4, 3}));
+  NodeId idx = b.Parameter(1, Shape(DType::kU64, {2}));
+  NodeId upd = b.Parameter(2, Shape(DType::kF32, {2, 3}));
+  GatherDims sel;
+  sel.offset_dims = {1};
+  sel.collapsed_slice_dims = {0};
+  sel.start_index_map = {0};
+  sel.index_vector_dim = 1;
+  ScatterDims rows;
+  rows.update_window_dims = {1};
+  rows.inserted_window_dims = {0};
+  rows.scatter_dims_to_operand_dims = {0};
+  rows.index_vector_dim = 1;
+  NodeId g0 = b.Gather(x, idx, sel, {1, 3});
+  NodeId s0 = b.Scatter(x, idx, upd, rows, ReduceKind::kAdd);
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok());
+  CompileOptions o;
+  o.backend = Backend::kCpu;
+  o.codegen.fast = true;
+  TempDir dir;
+  o.codegen.cache_dir = dir.path();
+  for (NodeId root : {g0, s0}) {
+    GraphBuilder one;
+    NodeId ox = one.Parameter(0, Shape(DType::kF32, {4, 3}));
+    NodeId oi = one.Parameter(1, Shape(DType::kU64, {2}));
+    NodeId ou = one.Parameter(2, Shape(DType::kF32, {2, 3}));
+    one.SetOutputs({root == g0 ? one.Gather(ox, oi, sel, {1, 3})
+                               : one.Scatter(ox, oi, ou, rows, ReduceKind::kAdd)});
+    auto og = one.Build();
+    ASSERT_TRUE(og.ok());
+    auto exe = Compile(*og, o);
+    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+    ASSERT_EQ(exe->steps().size(), 1u);
+    EXPECT_EQ(exe->steps()[0].kind, StepKind::kKernel);
+    for (double bad : {4.0, 18446744073709551615.0}) {
+      std::vector<Literal> args = {Literal(Shape(DType::kF32, {4, 3})),
+                                   Ints(DType::kU64, {2}, {1, bad}),
+                                   Literal(Shape(DType::kF32, {2, 3}))};
+      auto want = Evaluate(*og, args);
+      ASSERT_FALSE(want.ok());
+      auto r = exe->RunLiterals(args);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
+      EXPECT_NE(r.status().message().find(want.status().message()), std::string::npos)
+          << r.status().message() << "\nwant: " << want.status().message();
+      EXPECT_NE(r.status().message().find("step 0 (kernel"), std::string::npos);
+    }
+    // In range: the kernel's values.
+    std::mt19937_64 rng(3);
+    std::vector<Literal> ok = {RandomLiteral(Shape(DType::kF32, {4, 3}), rng),
+                               Ints(DType::kU64, {2}, {3, 3}),
+                               RandomLiteral(Shape(DType::kF32, {2, 3}), rng)};
+    auto want = Evaluate(*og, ok);
+    auto got = exe->RunLiterals(ok);
+    ASSERT_TRUE(want.ok() && got.ok()) << got.status().ToString();
+    EXPECT_TRUE(testing::SameLiteral((*got)[0], (*want)[0], 0));
+  }
+}
+
+}  // namespace
+}  // namespace ember::codegen
