@@ -102,7 +102,7 @@ def main():
                     help="ember.config.backend for the ember variant (default cpu: native kernels)")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch.set_num_threads for every variant (0: torch's default); ember's "
-                         "own pool follows EMBER_NUM_THREADS")
+                         "native kernels run on the same ATen pool")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
 

@@ -4,7 +4,6 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>
-#include <ATen/Parallel.h>
 #include <c10/core/ScalarType.h>
 
 #include <chrono>
@@ -23,7 +22,6 @@
 #include "ember/lowering/aten.h"
 #include "ember/runtime/buffer.h"
 #include "ember/runtime/executable.h"
-#include "ember/runtime/thread_pool.h"
 
 namespace ember_torch {
 
@@ -1180,10 +1178,7 @@ void register_aten_externs() {
   // cores: after each ATen op OpenMP's workers spin-wait for more work while ember's
   // workers need the cores, and the kernel's second half waits on a descheduled thread
   // (docs/performance.md, "Memory-bound kernels in the bridge").
-  ember::SetRuntimeParallelFor([](int64_t begin, int64_t end, int64_t grain,
-                                  const std::function<void(int64_t, int64_t)>& body) {
-    at::parallel_for(begin, end, grain, body);
-  });
+  use_aten_parallel_for();
 }
 
 bool is_runtime_buffer(const at::Tensor& t) {

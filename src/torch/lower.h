@@ -83,4 +83,7 @@ std::atomic<bool>& donate_buffers();
 // makes ATen's intra-op thread pool (at::parallel_for) the runtime's parallel-for.
 void register_aten_externs();
 
+// Makes at::parallel_for the runtime's parallel-for (aten_parallel.cpp).
+void use_aten_parallel_for();
+
 }  // namespace ember_torch
