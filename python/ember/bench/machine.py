@@ -94,5 +94,4 @@ def info() -> dict:
         "commit": commit(here),
         "ember_backend": ember_backend(),
         "ember_extension": ext,
-        "ember_num_threads": os.environ.get("EMBER_NUM_THREADS") or "default",
     }
