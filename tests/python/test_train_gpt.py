@@ -1,6 +1,7 @@
 """examples/train_gpt.py: ember vs eager CPU on tinyshakespeare at equal seed
 (dropout 0), checkpoint resume, one graph for sampling, and bad --data input."""
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -53,6 +54,36 @@ def test_train_gpt_30_steps_ember_matches_eager(tmp_path):
     written = json.loads((tmp_path / "r.json").read_text())
     assert set(written) >= {"train_loss", "val_loss", "step_seconds", "graphs_compiled", "peak_rss_mb"}
     assert len(written["step_seconds"]) == 30 and written["peak_rss_mb"] > 0
+
+
+def test_train_gpt_step_runs_nothing_in_the_interpreter():
+    """The training step's graph (dropout 0) is native kernels and dot-general externs
+    only: the embedding lookups, cross-entropy's target pick (gather) and the embedding
+    backward (scatter-add) are generated kernels (docs/codegen.md, "gather / scatter");
+    before them they were 5 interpreted steps."""
+    args = train_gpt.parse_args(["--data", shakespeare(), *SMALL, "--dropout", "0"])
+    data = train_gpt.CharData(args.data, args.block_size)
+    cfg = train_gpt.GPTConfig(vocab_size=data.vocab_size, block_size=args.block_size,
+                              n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
+                              dropout=0.0, batch_size=args.batch_size)
+    torch.manual_seed(0)
+    model = train_gpt.GPT(cfg).to(ember.device())
+    opt = model.configure_optimizer(1e-3, 0.1)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(2):  # the second step is the steady one (optimizer state exists)
+        x, y = train_gpt.get_batch(data.train, cfg.batch_size, cfg.block_size, gen)
+        _, loss = model(x.to(ember.device()), y.to(ember.device()))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    g = ember.metrics.last_graph()
+    print(f"\nGPT step: {g['kernels']} kernels, {g['extern_steps']} extern steps "
+          f"{g['core_externs']}, {g['interpreted']} interpreted, {g['core_nodes']} core nodes")
+    assert g["backend"] == "cpu"
+    assert g["interpreted"] == 0, g
+    assert g["extern_ops"] == 0 and set(g["core_externs"]) == {"ember.dot-general"}, g
+    assert math.isfinite(loss.item())
 
 
 def test_train_gpt_resume_continues_exactly(tmp_path):
