@@ -267,11 +267,11 @@ def test_multi_output_extern(name):
 @pytest.mark.parametrize("shapes", [(32, 16, 10), (64, 32, 3), (8, 32, 10)])
 def test_same_logical_matmul_gives_same_bits_whatever_the_operand_layout(name, shapes):
     """Same logical program -> same bits (docs/architecture.md, "Same program, same
-    bits"). x @ w.t() reaches the dot-general extern in three layouts: w.t() of device
-    data is a strided leaf copied row-major at the graph's edge; the transpose of a
-    computed value is a transpose node that simplify's dot-of-transpose folds into the
-    dot's dims (the extern gets w untransposed); .contiguous() materializes it in a
-    kernel. Eager's GEMM rounds a transposed rhs differently from a materialized one at
+    bits"). x @ w.t() reaches the dot-general extern in several layouts: w.t() of device
+    data is a permuted leaf (borrowed in stored order through a transpose node since
+    80803b3, copied row-major at the graph's edge before); the transpose of a computed
+    value is a transpose node that simplify's dot-of-transpose folds into the dot's dims
+    (the extern gets w untransposed); .contiguous() materializes it in a kernel. Eager's GEMM rounds a transposed rhs differently from a materialized one at
     these shapes (the oracle below checks that it does), so an extern that passed the
     operand's strides on would give three answers; the resumed training run of
     test_training_loop.py did."""
@@ -283,7 +283,7 @@ def test_same_logical_matmul_gives_same_bits_whatever_the_operand_layout(name, s
     with backend(name):
         xd, wd = x.to(DEV), w.to(DEV)
         ember.sync()
-        leaf = (xd @ wd.t()).cpu()                 # strided leaf, copied at the edge
+        leaf = (xd @ wd.t()).cpu()                 # permuted leaf
         folded = (xd @ wd.clone().t()).cpu()       # transpose node -> dot-of-transpose
         kernel = (xd @ wd.t().contiguous()).cpu()  # materialized by a kernel
         batched = (xd.unsqueeze(0) @ wd.clone().unsqueeze(0).transpose(1, 2)).cpu()[0]
