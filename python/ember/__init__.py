@@ -64,9 +64,11 @@ from ._device_module import (  # noqa: E402
 from . import _hooks  # noqa: E402,F401  (optimizer-step sync)
 from . import serialization as _serialization  # noqa: E402
 from . import _storage  # noqa: E402
+from . import dynamo  # noqa: E402  (torch.compile(backend="ember"))
 
 _serialization.install()
 _storage.install()
+dynamo.install()
 
 
 def device(index: int = 0) -> _torch.device:

@@ -244,6 +244,18 @@ PYBIND11_MODULE(_C, m) {
   m.def("is_functional", [](const at::Tensor& t) {
     return at::functionalization::impl::isFunctionalTensor(t);
   });
+  m.def("wrap_host", [](const at::Tensor& t) {
+    // An ember tensor whose device data is `t`'s memory (no copy): same sizes, strides,
+    // storage offset and dtype. The torch.compile backend (ember/dynamo.py) hands its
+    // CPU inputs to the lazy graph this way. The memory is only read: ops never write
+    // device data in place, and donation only takes buffers of the device allocator.
+    TORCH_CHECK(t.device().type() == at::kCPU && t.layout() == at::kStrided,
+                "ember.wrap_host: expected a strided CPU tensor, got ", t.device(), " ", t.layout(),
+                " (", t.scalar_type(), t.sizes(), ")");
+    TORCH_CHECK(!t.is_conj() && !t.is_neg(), "ember.wrap_host: resolve the conj/neg bit first (",
+                t.scalar_type(), t.sizes(), ")");
+    return maybe_wrap(make_lazy_data(t.detach()));
+  });
   m.def("data_of", [](const at::Tensor& t) {
     // The device buffer behind a tensor (a CPU tensor sharing its memory).
     auto in = inner_of(t);

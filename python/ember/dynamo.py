@@ -1,0 +1,237 @@
+"""``torch.compile(model, backend="ember")``: a TorchDynamo backend on Ember's compiler.
+
+Dynamo captures the user's Python into FX graphs (graph breaks split them); AOTAutograd
+(``torch._dynamo.backends.common.aot_autograd``) functionalizes each one and, when a
+gradient is needed, splits it into a forward and a backward graph of ATen ops (inference
+graphs when none is). Each of those graphs is compiled here (``_compiler(kind)``), which
+returns an ``EmberGraph``: a callable that runs the graph's ATen ops on ember tensors
+(so they are recorded exactly as on the lazy device) and syncs once, so the lazy
+device's whole pipeline applies — lowering to the core IR, simplification, fusion,
+native kernels and the structural cache (the second call with the same shapes finds the
+compiled program by its hash; ``ember.metrics.counters()["graphs_compiled"]`` does not
+move).
+
+Tensors and copies. The user's tensors stay CPU tensors, as with Inductor: each CPU
+input is handed to the graph without a copy (``_C.wrap_host``: an ember tensor over the
+same memory, only ever read) and each result comes back without a copy (``_C.data_of``:
+the CPU tensor over the device buffer the program wrote). Input mutations (optimizer
+state updated in place) are functionalized by AOTAutograd, which copies the new values
+back into the CPU inputs after the call.
+
+Models already on the ember device (``model.to(ember.device())``) are supported too: the
+graph then runs on the ember tensors and returns pending ember tensors, with no sync
+(the lazy device's own sync points apply: ``optimizer.step()``, value reads).
+
+Shapes. A graph Dynamo makes dynamic (automatic dynamic shapes after a shape change, or
+``dynamic=True``) runs unchanged; Ember compiles one program per concrete shape set and
+keeps each in its cache, so alternating shapes recompile nothing after the first call of
+each. Scalars in the graph (Python floats and ints that Dynamo passes as inputs) are
+graph parameters on the lazy device (hashed by type), so a changing learning rate never
+recompiles. Random ops (dropout) take their (seed, offset) from the ember generator
+(``ember.manual_seed``): results are reproducible under Ember's seed, not bit-equal to
+eager's CPU stream (Inductor's are not either).
+
+Unsupported: tensors on other devices (CUDA, meta) and tensor subclasses as inputs raise
+``EmberCompileError`` naming the input.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+
+import torch
+
+from . import _C
+
+__all__ = ["ember_backend", "EmberGraph", "EmberCompileError", "register",
+           "install"]
+
+_EMBER = torch.device("ember", 0)
+
+
+class EmberCompileError(RuntimeError):
+    """A graph given to the ember torch.compile backend that it cannot run."""
+
+
+def _retarget(x):
+    """`x` (an FX node argument) with every CPU device replaced by the ember device."""
+    if isinstance(x, torch.device) and x.type == "cpu":
+        return _EMBER
+    if isinstance(x, (list, tuple)):
+        return type(x)(_retarget(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _retarget(v) for k, v in x.items()}
+    return x
+
+
+def _retarget_devices(gm: torch.fx.GraphModule) -> int:
+    """Makes the graph's factory ops (``full``, ``arange``, ``empty``, ``scalar_tensor``,
+    ``_to_copy(device=cpu)``, ...) create ember tensors and moves its tensor constants
+    (``get_attr``) to the device, so every value of the graph lives on the ember
+    device. Returns the number of nodes changed."""
+    changed = 0
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        args, kwargs = _retarget(node.args), _retarget(node.kwargs)
+        if args != node.args or kwargs != node.kwargs:
+            node.args, node.kwargs = args, kwargs
+            changed += 1
+        if node.op == "get_attr":
+            owner, _, name = node.target.rpartition(".")
+            mod = gm.get_submodule(owner) if owner else gm
+            value = getattr(mod, name)
+            if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+                # A tensor constant of the graph: moved once, a device-data leaf after.
+                setattr(mod, name, value.to(_EMBER))
+                changed += 1
+    if changed:
+        gm.recompile()
+    return changed
+
+
+def _describe(t) -> str:
+    return f"{type(t).__name__}(dtype={t.dtype}, shape={tuple(t.shape)}, device={t.device})"
+
+
+class EmberGraph:
+    """One AOTAutograd graph (forward, backward or inference) compiled for Ember.
+
+    Called with AOTAutograd's boxed convention (``_boxed_call``): one list of the
+    graph's flat inputs (CPU tensors, Python scalars, SymInt values), which it empties
+    so inputs can be freed early (or with the inputs as arguments); returns the graph's outputs as CPU tensors, or as
+    pending ember tensors when the inputs are ember tensors. Raises
+    ``EmberCompileError`` for an input on another device or a tensor subclass; errors of
+    the program itself are the lazy device's (eager's exception type, naming the ATen
+    op and its operands).
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, kind: str):
+        # An instance attribute, so Dynamo's disable() wrapper of the backward (which
+        # copies __dict__) is called boxed too.
+        self._boxed_call = True
+        self.gm = gm
+        self.kind = kind
+        self.calls = 0
+
+    def _check(self, i, a):
+        if type(a) is not torch.Tensor and type(a) is not torch.nn.Parameter:
+            raise EmberCompileError(
+                f"torch.compile(backend='ember'): {self.kind} graph input {i} is a tensor "
+                f"subclass ({_describe(a)}); Ember runs plain CPU or ember tensors only")
+        if a.device.type not in ("cpu", "ember"):
+            raise EmberCompileError(
+                f"torch.compile(backend='ember'): {self.kind} graph input {i} is on "
+                f"{a.device} ({_describe(a)}); Ember takes CPU tensors (results come back "
+                f"on the CPU) or ember tensors (model.to(ember.device()))")
+
+    def __call__(self, *args):
+        if len(args) == 1 and type(args[0]) is list:
+            args = args[0]  # boxed (graph inputs are never lists)
+        else:
+            args = list(args)  # the backward, called through Dynamo's disable() wrapper
+        self.calls += 1
+        on_device = False
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                self._check(i, a)
+                on_device = on_device or a.device.type == "ember"
+        if on_device:
+            # Model on the ember device: CPU inputs (e.g. Adam's CPU step counters) are
+            # moved; results stay pending on the device.
+            ins = [a.to(_EMBER) if isinstance(a, torch.Tensor) and a.device.type == "cpu" else a
+                   for a in args]
+            args.clear()
+            return self.gm(*ins)
+        with torch.no_grad():
+            ins = [_C.wrap_host(a) if isinstance(a, torch.Tensor) else a for a in args]
+            args.clear()
+            outs = self.gm(*ins)
+            del ins
+            _C.sync("torch.compile(backend='ember')")
+            return _to_host(outs)
+
+
+def _to_host(outs):
+    if isinstance(outs, torch.Tensor):
+        return _C.data_of(outs) if outs.device.type == "ember" else outs
+    if isinstance(outs, (list, tuple)):
+        return type(outs)(_to_host(o) for o in outs)
+    return outs
+
+
+def _compiler(kind):
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        """AOTAutograd's compiler hook: `gm` (functional ATen ops) -> EmberGraph."""
+        _retarget_devices(gm)
+        return EmberGraph(gm, kind)
+
+    compile_graph.__name__ = f"ember_{kind}_compiler"
+    return compile_graph
+
+
+_aot_backend = None
+
+
+def ember_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The torch.compile backend "ember" (Dynamo's ``CompilerFn``): `gm` with fake
+    `example_inputs` -> a callable running it through AOTAutograd and ``EmberGraph``s
+    (forward and backward compilers for training, the inference compiler otherwise)."""
+    global _aot_backend
+    if _aot_backend is None:
+        from torch._dynamo.backends.common import aot_autograd
+
+        _aot_backend = aot_autograd(
+            fw_compiler=_compiler("forward"),
+            bw_compiler=_compiler("backward"),
+            inference_compiler=_compiler("inference"),
+        )
+    return _aot_backend(gm, example_inputs, **kwargs)
+
+
+def register() -> None:
+    """Registers ``ember_backend`` as torch.compile's backend "ember" (idempotent).
+
+    Needs ``torch._dynamo`` imported (``install()`` arranges that). When Dynamo has
+    discovered the installed package's ``torch_dynamo_backends`` entry point, its lookup
+    loads and registers that itself, so this does nothing."""
+    from torch._dynamo.backends import registry
+
+    if "ember" in registry._COMPILER_FNS:
+        return
+    if registry._BACKENDS.get("ember") is not None:
+        return  # an entry point Dynamo's lookup loads and registers
+    registry.register_backend(compiler_fn=ember_backend, name="ember")
+
+
+_REGISTRY = "torch._dynamo.backends.registry"
+
+
+class _RegisterAfterImport(importlib.abc.MetaPathFinder):
+    """Registers the backend right after Dynamo's backend registry is first imported
+    (a post-import hook), so ``import ember`` does not pay for importing Dynamo."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _REGISTRY:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_register(module):
+            exec_module(module)
+            register()
+
+        spec.loader.exec_module = exec_and_register
+        return spec
+
+
+def install() -> None:
+    """``import ember`` calls this: register now if Dynamo is loaded, else on its import."""
+    if _REGISTRY in sys.modules:
+        register()
+    elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterAfterImport())

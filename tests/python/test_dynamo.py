@@ -1,0 +1,290 @@
+"""torch.compile(model, backend="ember") (python/ember/dynamo.py) against eager CPU.
+
+Every test checks values against eager and that the work really ran through Ember
+(`syncs` / `graphs_compiled` moved), so a backend that silently ran eager would fail.
+"""
+import copy
+import dataclasses
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch._dynamo
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ember
+from ember.dynamo import EmberCompileError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples"))
+import train_gpt  # noqa: E402
+
+SMALL_GPT = dict(vocab_size=65, n_layer=2, n_head=4, n_embd=32, block_size=16, dropout=0.0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def counters():
+    return ember.metrics.counters()
+
+
+def mlp(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(24, 48), nn.GELU(), nn.Linear(48, 48), nn.Tanh(),
+                         nn.Linear(48, 10))
+
+
+def gpt(seed=0):
+    torch.manual_seed(seed)
+    return train_gpt.GPT(train_gpt.GPTConfig(**SMALL_GPT))
+
+
+def test_backend_is_registered_by_import_ember():
+    assert "ember" in torch._dynamo.list_backends(exclude_tags=())
+    from torch._dynamo.backends.registry import lookup_backend
+
+    assert lookup_backend("ember") is ember.dynamo.ember_backend
+
+
+def test_mlp_inference_matches_eager_and_returns_cpu_tensors():
+    m = mlp().eval()
+    x = torch.randn(8, 24)
+    cm = torch.compile(m, backend="ember")
+    with torch.no_grad():
+        want = m(x)
+        got = cm(x)
+    assert got.device.type == "cpu" and type(got) is torch.Tensor
+    assert counters()["syncs"] >= 1 and counters()["graphs_compiled"] >= 1
+    torch.testing.assert_close(got, want)
+    assert not torch.equal(got, torch.zeros_like(got))
+
+
+def test_char_gpt_inference_matches_eager():
+    m = gpt().eval()
+    g = torch.Generator().manual_seed(1)
+    idx = torch.randint(0, SMALL_GPT["vocab_size"], (2, SMALL_GPT["block_size"]), generator=g)
+    tgt = torch.randint(0, SMALL_GPT["vocab_size"], (2, SMALL_GPT["block_size"]), generator=g)
+    cm = torch.compile(m, backend="ember")
+    with torch.no_grad():
+        want_logits, want_loss = m(idx, tgt)
+        got_logits, got_loss = cm(idx, tgt)
+    assert counters()["syncs"] >= 1
+    assert got_logits.device.type == "cpu"
+    torch.testing.assert_close(got_logits, want_logits)
+    torch.testing.assert_close(got_loss, want_loss)
+
+
+def _train(model, steps, backend, x, y, loss_fn):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    call, step = model, opt.step
+    if backend is not None:
+        call = torch.compile(model, backend=backend)
+        step = torch.compile(opt.step, backend=backend)
+    losses = []
+    for _ in range(steps):
+        loss = loss_fn(call, x, y)
+        loss.backward()
+        step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses, opt
+
+
+def test_mlp_adamw_training_matches_eager():
+    ref, m = mlp(), mlp()
+    x, y = torch.randn(16, 24), torch.randint(0, 10, (16,))
+    ce = lambda f, x, y: F.cross_entropy(f(x), y)  # noqa: E731
+    want, _ = _train(ref, 5, None, x, y, ce)
+    got, opt = _train(m, 5, "ember", x, y, ce)
+    assert counters()["syncs"] >= 15  # forward, backward, optimizer step per step
+    assert got[-1] < got[0]
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want))
+    for (name, a), b in zip(m.named_parameters(), ref.parameters()):
+        assert a.device.type == "cpu"
+        torch.testing.assert_close(a, b, msg=lambda s: f"{name}: {s}")
+    # The optimizer state (updated in place inside the compiled step) matches too.
+    st = opt.state[m[0].weight]
+    assert float(st["step"]) == 5.0 and st["exp_avg"].abs().sum() > 0
+
+
+def test_char_gpt_adamw_training_matches_eager():
+    ref, m = gpt(), gpt()
+    g = torch.Generator().manual_seed(2)
+    idx = torch.randint(0, SMALL_GPT["vocab_size"], (4, SMALL_GPT["block_size"]), generator=g)
+    tgt = torch.randint(0, SMALL_GPT["vocab_size"], (4, SMALL_GPT["block_size"]), generator=g)
+    lm = lambda f, x, y: f(x, y)[1]  # noqa: E731
+    want, _ = _train(ref, 3, None, idx, tgt, lm)
+    got, _ = _train(m, 3, "ember", idx, tgt, lm)
+    assert got[-1] < got[0]
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(want))
+    # Adam normalizes each gradient, so parameters whose gradient is rounding noise
+    # (the key bias: softmax ignores it) move by up to ~lr on either side; a wrong
+    # gradient moves a parameter by ~lr = 1e-2 per step.
+    for (name, a), b in zip(m.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(a, b, atol=2e-3, rtol=1e-3, msg=lambda s: f"{name}: {s}")
+
+
+def test_graph_break_runs_both_graphs_through_ember():
+    def f(x, w):
+        y = torch.tanh(x @ w)
+        torch._dynamo.graph_break()
+        return (y * 3).softmax(-1)
+
+    x, w = torch.randn(5, 7), torch.randn(7, 6)
+    got = torch.compile(f, backend="ember")(x, w)
+    torch.testing.assert_close(got, f(x, w))
+    c = counters()
+    assert c["syncs"] == 2  # one graph on each side of the break
+    assert c["graphs_compiled"] + c["memory_cache_hits"] + c["disk_cache_hits"] == 2
+
+
+def test_repeated_calls_compile_nothing_new():
+    ember._C.clear_cache()  # earlier tests' graphs: found again on disk, not in memory
+    m = mlp()
+    x, y = torch.randn(16, 24), torch.randint(0, 10, (16,))
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    cm, step = torch.compile(m, backend="ember"), torch.compile(opt.step, backend="ember")
+
+    def train_step():
+        F.cross_entropy(cm(x), y).backward()
+        step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(2):  # warm-up: the first step also initializes the optimizer state
+        train_step()
+    before = counters()
+    dynamo_frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for _ in range(4):
+        train_step()
+    after = counters()
+    assert before["graphs_compiled"] + before["disk_cache_hits"] >= 3  # fw, bw, step
+    assert after["graphs_compiled"] == before["graphs_compiled"]
+    assert after["disk_cache_hits"] == before["disk_cache_hits"]
+    assert after["memory_cache_hits"] == before["memory_cache_hits"] + 12
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == dynamo_frames
+
+
+def test_dynamic_shapes_recompile_per_shape_in_ember_only_once():
+    m = mlp().eval()
+    cm = torch.compile(m, backend="ember")
+    xs = {b: torch.randn(b, 24) for b in (4, 9, 13)}
+    with torch.no_grad():
+        for b in (4, 9, 13):
+            torch.testing.assert_close(cm(xs[b]), m(xs[b]))
+        compiled = counters()["graphs_compiled"]
+        for b in (13, 4, 9, 4):
+            torch.testing.assert_close(cm(xs[b]), m(xs[b]))
+    assert counters()["graphs_compiled"] == compiled
+
+
+def test_python_scalars_in_the_graph_do_not_specialize():
+    def f(x, scale, n: int):
+        return (x * scale).sum(-1) + n
+
+    x = torch.randn(4, 6)
+    cf = torch.compile(f, backend="ember", dynamic=True)
+    for scale, n in ((0.5, 2), (1.5, 3), (-2.0, 7)):
+        torch.testing.assert_close(cf(x, scale, n), f(x, scale, n))
+    assert counters()["syncs"] >= 3
+
+
+def test_input_mutation_is_written_back():
+    def f(buf, x):
+        buf.mul_(0.9).add_(x, alpha=0.1)
+        return buf.sum()
+
+    buf, x = torch.randn(6, 5), torch.randn(6, 5)
+    ref = buf.clone()
+    cf = torch.compile(f, backend="ember")
+    for _ in range(3):
+        got = cf(buf, x)
+        want = f(ref, x)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(buf, ref)
+    assert counters()["syncs"] >= 3
+
+
+def test_dropout_runs_on_ember_generator():
+    def f(x):
+        return F.dropout(x, p=0.5, training=True)
+
+    x = torch.rand(64, 64) + 1.0
+    cf = torch.compile(f, backend="ember")
+    ember.manual_seed(7)
+    a = cf(x)
+    ember.manual_seed(7)
+    b = cf(x)
+    c = cf(x)
+    kept = a != 0
+    assert 0.4 < kept.float().mean().item() < 0.6
+    torch.testing.assert_close(a[kept], 2 * x[kept])
+    assert torch.equal(a, b)  # reproducible under ember.manual_seed
+    assert not torch.equal(b, c)  # a fresh mask per call
+
+
+def test_model_on_the_ember_device_is_a_clear_error():
+    # Dynamo traces with fake copies of the inputs made through their storage, which
+    # ember tensors do not have: the error names the ember tensor type.
+    m = mlp().to(ember.device())
+    cm = torch.compile(m, backend="ember")
+    with pytest.raises(Exception, match="storage of EmberLazyTensorImpl"):
+        cm(torch.randn(16, 24).to(ember.device()))
+    # The model and its tensors stay usable on the device.
+    x = torch.randn(16, 24)
+    torch.testing.assert_close(m(x.to(ember.device())).cpu(), m.cpu()(x))
+
+
+def test_meta_input_is_a_clear_error():
+    def f(x):
+        return x.sin() + 1
+
+    with pytest.raises(Exception, match=r"graph input 0 is on meta.*CPU tensors"):
+        torch.compile(f, backend="ember")(torch.randn(3, device="meta"))
+
+
+def test_error_in_the_graph_names_the_op_and_keeps_tensors_usable():
+    def f(x, i):
+        return x.sin()[i]
+
+    x = torch.randn(4, 3)
+    cf = torch.compile(f, backend="ember")
+    with pytest.raises(IndexError, match="index"):
+        cf(x, torch.tensor([0, 9]))
+    torch.testing.assert_close(cf(x, torch.tensor([3, 1])), f(x, torch.tensor([3, 1])))
+
+
+def test_entry_point_resolves_backend_without_importing_ember(tmp_path):
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '[project.entry-points.torch_dynamo_backends]\nember = "ember.dynamo:ember_backend"' in text
+    # An installed wheel's metadata, reduced to the entry point (what pip writes).
+    dist = tmp_path / "ember-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ember\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[torch_dynamo_backends]\nember = ember.dynamo:ember_backend\n")
+    code = textwrap.dedent("""
+        import sys, torch
+        f = torch.compile(lambda x: (x * 2).exp(), backend="ember")
+        x = torch.randn(5)
+        torch.testing.assert_close(f(x), (x * 2).exp())
+        import ember
+        assert ember.metrics.counters()["syncs"] == 1, ember.metrics.counters()
+        print("ok", "ember" in sys.modules)
+    """)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT / "python"),
+                                         env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().endswith("ok True")
