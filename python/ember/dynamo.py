@@ -45,7 +45,7 @@ import torch
 from . import _C
 
 __all__ = ["ember_backend", "EmberGraph", "EmberCompileError", "register",
-           "install"]
+           "install", "counters", "clear_counters"]
 
 _EMBER = torch.device("ember", 0)
 
@@ -95,16 +95,50 @@ def _describe(t) -> str:
     return f"{type(t).__name__}(dtype={t.dtype}, shape={tuple(t.shape)}, device={t.device})"
 
 
+# Rerun captured programs (False: trace the FX graph on every call; for measurements).
+replay = True
+# Captured programs kept per graph (one per shape / scalar-input set; oldest dropped).
+MAX_CAPTURES = 8
+_counts = {"calls": 0, "traces": 0, "replays": 0, "captures": 0, "refusals": 0}
+_reasons = {}  # refusal reason -> count
+
+
+def counters() -> dict:
+    """Calls of compiled graphs since ``clear_counters()``: ``calls``; ``traces`` (the
+    FX graph ran op by op on the lazy device), ``replays`` (a captured program ran),
+    ``captures`` (programs captured), ``refusals`` (traces whose program could not be
+    captured) and ``refusal_reasons`` (reason -> count)."""
+    out = dict(_counts)
+    out["refusal_reasons"] = dict(_reasons)
+    return out
+
+
+def clear_counters() -> None:
+    for k in _counts:
+        _counts[k] = 0
+    _reasons.clear()
+
+
+def _refused(graph, why):
+    graph.last_refusal = why
+    _counts["refusals"] += 1
+    _reasons[why] = _reasons.get(why, 0) + 1
+
+
 class EmberGraph:
     """One AOTAutograd graph (forward, backward or inference) compiled for Ember.
 
     Called with AOTAutograd's boxed convention (``_boxed_call``): one list of the
     graph's flat inputs (CPU tensors, Python scalars, SymInt values), which it empties
-    so inputs can be freed early (or with the inputs as arguments); returns the graph's outputs as CPU tensors, or as
-    pending ember tensors when the inputs are ember tensors. Raises
-    ``EmberCompileError`` for an input on another device or a tensor subclass; errors of
-    the program itself are the lazy device's (eager's exception type, naming the ATen
-    op and its operands).
+    so inputs can be freed early (or with the inputs as arguments); returns the graph's
+    outputs, tensors as CPU tensors. The first call with a given input signature
+    (tensor sizes, strides, dtypes; scalar values) traces the graph on the lazy device
+    and captures the program its sync ran (``_C.capture``); later calls with that
+    signature run the program on the new inputs directly (``CapturedProgram.run``).
+    Graphs that cannot be captured (random ops; see src/torch/capture.h) are traced on
+    every call (``last_refusal`` says why). Raises ``EmberCompileError`` for an input on
+    another device or a tensor subclass; errors of the program itself are the lazy
+    device's (eager's exception type, naming the ATen op and its operands).
     """
 
     def __init__(self, gm: torch.fx.GraphModule, kind: str):
@@ -114,17 +148,20 @@ class EmberGraph:
         self.gm = gm
         self.kind = kind
         self.calls = 0
+        self.traces = 0
+        self.captures = []  # (scalar inputs, CapturedProgram, output template)
+        self.last_refusal = None
 
     def _check(self, i, a):
         if type(a) is not torch.Tensor and type(a) is not torch.nn.Parameter:
             raise EmberCompileError(
                 f"torch.compile(backend='ember'): {self.kind} graph input {i} is a tensor "
-                f"subclass ({_describe(a)}); Ember runs plain CPU or ember tensors only")
-        if a.device.type not in ("cpu", "ember"):
+                f"subclass ({_describe(a)}); Ember runs plain CPU tensors only")
+        if a.device.type != "cpu":
             raise EmberCompileError(
                 f"torch.compile(backend='ember'): {self.kind} graph input {i} is on "
                 f"{a.device} ({_describe(a)}); Ember takes CPU tensors (results come back "
-                f"on the CPU) or ember tensors (model.to(ember.device()))")
+                f"on the CPU)")
 
     def __call__(self, *args):
         if len(args) == 1 and type(args[0]) is list:
@@ -132,25 +169,63 @@ class EmberGraph:
         else:
             args = list(args)  # the backward, called through Dynamo's disable() wrapper
         self.calls += 1
-        on_device = False
-        for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor):
+        _counts["calls"] += 1
+        tensors = [a if isinstance(a, torch.Tensor) else None for a in args]
+        scalars = tuple(a for a, t in zip(args, tensors) if t is None)
+        if replay:
+            for key, program, template in self.captures:
+                if key == scalars:
+                    try:
+                        outs = program.run(tensors)
+                    except Exception:
+                        _counts["replays"] += 1  # the program ran and failed
+                        raise
+                    if outs is not None:
+                        _counts["replays"] += 1
+                        args.clear()
+                        return _fill(template, outs)
+        for i, a in enumerate(tensors):
+            if a is not None:
                 self._check(i, a)
-                on_device = on_device or a.device.type == "ember"
-        if on_device:
-            # Model on the ember device: CPU inputs (e.g. Adam's CPU step counters) are
-            # moved; results stay pending on the device.
-            ins = [a.to(_EMBER) if isinstance(a, torch.Tensor) and a.device.type == "cpu" else a
-                   for a in args]
-            args.clear()
-            return self.gm(*ins)
+        self.traces += 1
+        _counts["traces"] += 1
         with torch.no_grad():
-            ins = [_C.wrap_host(a) if isinstance(a, torch.Tensor) else a for a in args]
+            ins = [_C.wrap_host(a) if t is not None else a for a, t in zip(args, tensors)]
             args.clear()
+            generation, rng = _C.sync_generation(), _C.get_rng_state()
+            foreign = _C.pending_state_ids()
             outs = self.gm(*ins)
             del ins
-            _C.sync("torch.compile(backend='ember')")
+            flat = outs if isinstance(outs, (list, tuple)) else (outs,)
+            lazy = [o for o in flat if isinstance(o, torch.Tensor) and o.device.type == "ember"]
+            if not replay:
+                _C.sync("torch.compile(backend='ember')")
+            elif not torch.equal(rng, _C.get_rng_state()):
+                _C.sync("torch.compile(backend='ember')")
+                _refused(self, "the graph draws random numbers")
+            else:
+                program, why = _C.capture(tensors, lazy, generation, foreign,
+                                          "torch.compile(backend='ember')")
+                if len(lazy) != sum(isinstance(o, torch.Tensor) for o in flat):
+                    program, why = None, "an output is not an ember tensor"
+                if program is None:
+                    _refused(self, why)
+                else:
+                    _counts["captures"] += 1
+                    slots = [True if isinstance(o, torch.Tensor) else (False, o) for o in flat]
+                    kind = type(outs) if isinstance(outs, (list, tuple)) else None
+                    self.captures.append((scalars, program, (kind, slots)))
+                    del self.captures[:-MAX_CAPTURES]
             return _to_host(outs)
+
+
+def _fill(template, tensors):
+    """The graph's outputs from a captured run: `tensors` at the tensor positions, the
+    first call's values (ints, None) elsewhere."""
+    kind, slots = template
+    it = iter(tensors)
+    out = [next(it) if s is True else s[1] for s in slots]
+    return out[0] if kind is None else kind(out)
 
 
 def _to_host(outs):

@@ -8,6 +8,7 @@
 #include <ATen/FunctionalTensorWrapper.h>
 
 #include "bridge.h"
+#include "capture.h"
 #include "dtype_map.h"
 #include "lower.h"
 
@@ -255,6 +256,35 @@ PYBIND11_MODULE(_C, m) {
     TORCH_CHECK(!t.is_conj() && !t.is_neg(), "ember.wrap_host: resolve the conj/neg bit first (",
                 t.scalar_type(), t.sizes(), ")");
     return maybe_wrap(make_lazy_data(t.detach()));
+  });
+  // torch.compile backend (ember/dynamo.py): rerun a traced FX graph's program.
+  py::class_<CapturedProgram, std::shared_ptr<CapturedProgram>>(m, "CapturedProgram")
+      .def("run", [](const CapturedProgram& p, const std::vector<std::optional<at::Tensor>>& ins) -> py::object {
+        std::vector<at::Tensor> v;
+        v.reserve(ins.size());
+        for (const auto& t : ins) v.push_back(t ? *t : at::Tensor());
+        std::optional<std::vector<at::Tensor>> out;
+        {
+          py::gil_scoped_release nogil;
+          out = p.run(v);
+        }
+        if (!out) return py::none();
+        return py::cast(*out);
+      })
+      .def_property_readonly("runs", &CapturedProgram::runs);
+  m.def("pending_state_ids", &pending_state_ids);
+  m.def("capture", [](const std::vector<std::optional<at::Tensor>>& ins, const std::vector<at::Tensor>& outs,
+                      int64_t generation, const std::vector<uint64_t>& foreign, const std::string& reason) {
+    std::vector<at::Tensor> in, inner;
+    for (const auto& t : ins) in.push_back(t ? *t : at::Tensor());
+    for (const auto& t : outs) inner.push_back(inner_of(t));
+    std::string why;
+    std::shared_ptr<CapturedProgram> p;
+    {
+      py::gil_scoped_release nogil;
+      p = CapturedProgram::capture(in, inner, generation, foreign, reason, &why);
+    }
+    return py::make_tuple(p ? py::cast(p) : py::none(), why);
   });
   m.def("data_of", [](const at::Tensor& t) {
     // The device buffer behind a tensor (a CPU tensor sharing its memory).

@@ -1,6 +1,7 @@
 // Sync: one graph from the pending values of all live tensors, a structural hash, an
 // in-memory cache of executables, execution as ATen extern steps over slots.
 #include "bridge.h"
+#include "capture.h"
 #include "lazy_graph.h"
 #include "lower.h"
 #include "ember/codegen/cpu.h"
@@ -931,7 +932,8 @@ thread_local double t_gather_us = 0;  // set by sync() for the line sync_roots p
 
 // Compiles (or finds) and runs the graph of `roots`, binding results. Throws the first
 // error after binding every result that does not depend on it.
-void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth) {
+void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth,
+                SyncCapture* capture = nullptr) {
   const bool timed = log_sync();
   auto tb = SteadyClock::now();
   LazyGraph g;
@@ -1073,11 +1075,17 @@ void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth)
     ember::LogLine("sync", line);
   }
   if (first_error) std::rethrow_exception(first_error);
+  if (capture && entry->lowered) {
+    capture->program = entry->lowered;
+    capture->stats = entry->stats;
+    capture->roots = roots;
+    capture->graph = std::move(g);
+  }
 }
 
 }  // namespace
 
-void sync(const std::string& reason) {
+void sync_and_capture(const std::string& reason, SyncCapture* capture) {
   std::lock_guard<std::mutex> sync_lock(g_sync_mu);
   auto tg = SteadyClock::now();
   auto roots = pending_states();
@@ -1085,8 +1093,12 @@ void sync(const std::string& reason) {
   add_pending_ops(-1);
   if (roots.empty()) return;
   g_sync_generation.fetch_add(1);
-  sync_roots(roots, 0);
+  sync_roots(roots, 0, capture);
 }
+
+std::mutex& sync_mutex() { return g_sync_mu; }
+
+void sync(const std::string& reason) { sync_and_capture(reason, nullptr); }
 
 void maybe_sync_early() {
   int64_t cap = config().max_pending_ops.load();

@@ -1,0 +1,199 @@
+// Captured programs (capture.h): rerun one sync's compiled graph on new host tensors.
+#include "capture.h"
+
+#include <chrono>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ember_torch {
+namespace {
+
+const c10::StorageImpl* storage_of(const at::Tensor& t) {
+  return t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
+}
+
+// A tensor over `base`'s storage with the given geometry (no autograd relation).
+at::Tensor view_of(const at::Tensor& base, const std::vector<int64_t>& sizes,
+                   const std::vector<int64_t>& strides, int64_t offset) {
+  at::Tensor t = at::empty({0}, at::TensorOptions().dtype(base.scalar_type()));
+  t.set_(base.storage(), offset, sizes, strides);
+  return t;
+}
+
+bool draws_random(const Node& n) {
+  if (n.seeded_default) return true;
+  for (const auto& sp : n.specs) {
+    if (sp.kind == ArgKind::kGenerator) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<uint64_t> pending_state_ids() {
+  std::vector<uint64_t> ids;
+  for (const auto& p : pending_states()) ids.push_back(p.first->id);
+  return ids;
+}
+
+std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::Tensor>& inputs,
+                                                          const std::vector<at::Tensor>& outputs,
+                                                          int64_t generation,
+                                                          const std::vector<uint64_t>& foreign,
+                                                          const std::string& reason,
+                                                          std::string* why) {
+  auto refuse = [&](const std::string& w) {
+    if (why) *why = w;
+    return std::shared_ptr<CapturedProgram>();
+  };
+  // The states the FX graph's outputs hold.
+  std::vector<StatePtr> out_states;
+  for (const auto& o : outputs) {
+    auto* impl = lazy_impl(o);
+    TORCH_CHECK(impl, "ember: capture: an output is not an ember tensor");
+    out_states.push_back(impl->state());
+  }
+  bool only_ours = sync_generation() == generation;
+  std::string refusal = only_ours ? "" : "a sync ran while the graph was traced (a value read or an eager fallback)";
+  if (only_ours) {
+    // Work pending from before the trace (the user's own lazy tensors) would be rerun by
+    // every replay; states the trace made besides the outputs (bases of view outputs)
+    // are part of the graph's work.
+    std::unordered_set<uint64_t> before(foreign.begin(), foreign.end());
+    for (const auto& p : pending_states()) {
+      if (before.count(p.first->id)) {
+        only_ours = false;
+        refusal = "other ember tensors had pending work";
+        break;
+      }
+    }
+  }
+  if (donate_buffers().load()) {
+    only_ours = false;
+    refusal = "ember.config.donate_buffers is on";
+  }
+  SyncCapture sc;
+  sync_and_capture(reason, only_ours ? &sc : nullptr);
+  if (!only_ours) return refuse(refusal);
+  if (sc.roots.empty()) return refuse("nothing was pending (the outputs are views of the inputs)");
+  if (!sc.program) return refuse("the graph did not run on a lowered backend");
+  for (Node* n : sc.graph.ops) {
+    if (draws_random(*n)) return refuse(std::string("random op ") + n->name());
+  }
+
+  auto cap = std::make_shared<CapturedProgram>();
+  // FX inputs: metadata, and which earlier input shares each one's storage (AOTAutograd
+  // passes saved views of one buffer as several inputs): a replay needs the same pattern.
+  std::unordered_map<const c10::StorageImpl*, int> fx_of_storage;
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    const at::Tensor& t = inputs[j];
+    cap->input_is_tensor_.push_back(t.defined());
+    cap->input_metas_.push_back(t.defined() ? meta_of(t) : TensorMeta{});
+    cap->alias_of_.push_back(-1);
+    cap->alias_delta_.push_back(0);
+    if (!t.defined()) continue;
+    auto ins = fx_of_storage.emplace(storage_of(t), static_cast<int>(j));
+    cap->alias_of_[j] = ins.first->second;
+    cap->alias_delta_[j] = t.storage_offset() - inputs[ins.first->second].storage_offset();
+  }
+  auto source_of = [&](const at::Tensor& t) {
+    Source s;
+    auto it = fx_of_storage.find(storage_of(t));
+    if (it == fx_of_storage.end()) {
+      s.constant = t;  // made by the trace itself (a tensor constant, a scalar snapshot)
+      return s;
+    }
+    s.fx = it->second;
+    s.sizes = t.sizes().vec();
+    s.strides = t.strides().vec();
+    s.offset_delta = t.storage_offset() - inputs[s.fx].storage_offset();
+    return s;
+  };
+  for (const auto& t : sc.graph.inputs) cap->graph_inputs_.push_back(source_of(t));
+  std::unordered_map<const LazyState*, int> root_of;
+  for (size_t r = 0; r < sc.roots.size(); ++r) root_of.emplace(sc.roots[r].first.get(), static_cast<int>(r));
+  for (const auto& s : out_states) {
+    auto it = root_of.find(s.get());
+    Source src;
+    if (it != root_of.end()) {
+      src.root = it->second;
+    } else {
+      at::Tensor data;
+      {
+        std::lock_guard<std::mutex> g(state_mutex());
+        data = s->data;
+      }
+      if (!data.defined()) return refuse("an output has no value");
+      src = source_of(data);
+      if (src.fx < 0) return refuse("an output is a constant of the trace");
+    }
+    cap->outputs_.push_back(std::move(src));
+  }
+  cap->program_ = sc.program;
+  cap->stats_ = sc.stats;
+  cap->ops_ = sc.graph.ops;
+  cap->scalars_ = sc.graph.scalars;
+  for (const auto& r : sc.roots) cap->keep_.push_back(r.second);
+  // The lazy nodes stay for error messages; the first call's input buffers they hold
+  // (activations, batches) are released. Nothing else refers to these nodes: every
+  // pending state was one of the roots, now bound to data.
+  for (Node* n : sc.graph.ops) {
+    for (auto& o : n->operands) {
+      if (o.node->kind == NodeKind::kData) o.node->data = at::Tensor();
+    }
+  }
+  for (const auto& r : sc.roots) {
+    if (r.second.node->kind == NodeKind::kData) r.second.node->data = at::Tensor();
+  }
+  return cap;
+}
+
+std::optional<std::vector<at::Tensor>> CapturedProgram::run(const std::vector<at::Tensor>& inputs) const {
+  if (inputs.size() != input_metas_.size()) return std::nullopt;
+  std::unordered_map<const c10::StorageImpl*, int> first;
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    const at::Tensor& t = inputs[j];
+    if (t.defined() != input_is_tensor_[j]) return std::nullopt;
+    if (!t.defined()) continue;
+    const TensorMeta& m = input_metas_[j];
+    if (t.device().type() != at::kCPU || t.layout() != at::kStrided || t.is_conj() || t.is_neg() ||
+        t.scalar_type() != m.dtype || t.sizes() != at::IntArrayRef(m.sizes) ||
+        t.strides() != at::IntArrayRef(m.strides)) {
+      return std::nullopt;
+    }
+    int f = first.emplace(storage_of(t), static_cast<int>(j)).first->second;
+    if (f != alias_of_[j] || t.storage_offset() - inputs[f].storage_offset() != alias_delta_[j]) {
+      return std::nullopt;  // inputs share storages differently than when captured
+    }
+  }
+  auto resolve = [&](const Source& s) {
+    if (s.fx < 0) return s.constant;
+    const at::Tensor& base = inputs[s.fx];
+    return view_of(base, s.sizes, s.strides, base.storage_offset() + s.offset_delta);
+  };
+  LazyGraph g;
+  g.ops = ops_;
+  g.scalars = scalars_;
+  g.inputs.reserve(graph_inputs_.size());
+  for (const auto& s : graph_inputs_) g.inputs.push_back(resolve(s));
+
+  std::lock_guard<std::mutex> sync_lock(sync_mutex());
+  auto t0 = std::chrono::steady_clock::now();
+  LoweredRun r = run_lowered(*program_, g, {});
+  double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    std::lock_guard<std::mutex> mg(metrics().mu);
+    metrics().syncs++;
+    metrics().memory_cache_hits++;
+    metrics().execute_seconds += dt;
+  }
+  set_last_graph(stats_);
+  ++runs_;
+  if (r.error) std::rethrow_exception(r.error);
+  std::vector<at::Tensor> out;
+  out.reserve(outputs_.size());
+  for (const auto& s : outputs_) out.push_back(s.root >= 0 ? r.outputs[s.root] : resolve(s));
+  return out;
+}
+
+}  // namespace ember_torch

@@ -1,0 +1,78 @@
+// Captured programs: run a graph compiled by one sync again on new host tensors without
+// re-tracing it (the torch.compile backend, python/ember/dynamo.py; docs/architecture.md,
+// "Dynamo backend").
+//
+// The backend runs an FX graph's ATen ops on ember tensors that view its CPU inputs
+// (wrap_host), then calls capture(): it syncs, and when that sync's graph is exactly the
+// FX graph's work (nothing else pending, no sync during tracing, no random op, lowered
+// backend) it records where each graph input comes from (a view of FX input j at a fixed
+// geometry, or a constant the trace created) and which root each FX output is. A later
+// call with inputs of the same sizes, strides and dtypes runs the same executable on them
+// (run_lowered) and returns the outputs: no tracing, no graph building, no hashing.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lazy_graph.h"
+#include "lower.h"
+
+namespace ember_torch {
+
+// What one sync compiled and ran: filled by sync_and_capture when the graph ran
+// successfully on a lowered backend (program non-null), else left empty.
+struct SyncCapture {
+  std::shared_ptr<LoweredProgram> program;
+  GraphStats stats;
+  std::vector<std::pair<StatePtr, Value>> roots;
+  LazyGraph graph;
+};
+// sync(reason), also handing back the graph and program it ran.
+void sync_and_capture(const std::string& reason, SyncCapture* capture);
+std::mutex& sync_mutex();  // held by every sync (and by CapturedProgram::run)
+std::vector<uint64_t> pending_state_ids();  // ids of the states with pending work
+
+class CapturedProgram {
+ public:
+  // Syncs all pending work (as sync(reason)) and returns a program that reruns it, or
+  // null when the work cannot be replayed (see the file comment; `why` says which rule).
+  // `inputs`: the FX graph's inputs, undefined for non-tensor ones; `outputs`: the
+  // inner lazy tensors of its tensor outputs; `generation`: sync_generation() and
+  // `foreign`: pending_state_ids(), both taken before the graph was traced.
+  static std::shared_ptr<CapturedProgram> capture(const std::vector<at::Tensor>& inputs,
+                                                  const std::vector<at::Tensor>& outputs,
+                                                  int64_t generation,
+                                                  const std::vector<uint64_t>& foreign,
+                                                  const std::string& reason, std::string* why);
+  // The outputs (CPU tensors) for new inputs, or nullopt when their sizes, strides or
+  // dtypes differ from the captured ones or they share storages in another pattern
+  // (which inputs, at which relative offsets). Throws the
+  // program's error (eager's exception type, naming the ATen op); inputs are never written.
+  std::optional<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs) const;
+  int64_t runs() const { return runs_; }
+
+ private:
+  struct Source {   // a graph input or output: a view of FX input `fx`, or `constant`
+    int fx = -1;
+    int root = -1;  // outputs: root index of the program's results
+    std::vector<int64_t> sizes, strides;
+    int64_t offset_delta = 0;  // storage offset - the FX input's storage offset
+    at::Tensor constant;
+  };
+  std::shared_ptr<LoweredProgram> program_;
+  GraphStats stats_;
+  std::vector<Value> keep_;          // the lazy nodes (error messages name them)
+  std::vector<Node*> ops_;
+  std::vector<c10::IValue> scalars_;
+  std::vector<Source> graph_inputs_;
+  std::vector<Source> outputs_;
+  std::vector<TensorMeta> input_metas_;  // per FX input (offset ignored); sizes empty + dtype
+  std::vector<bool> input_is_tensor_;    //   Undefined for non-tensors
+  std::vector<int> alias_of_;            // per FX input: first input on its storage
+  std::vector<int64_t> alias_delta_;     //   and its storage offset minus that one's
+  mutable int64_t runs_ = 0;
+};
+
+}  // namespace ember_torch
