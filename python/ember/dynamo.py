@@ -18,9 +18,10 @@ the CPU tensor over the device buffer the program wrote). Input mutations (optim
 state updated in place) are functionalized by AOTAutograd, which copies the new values
 back into the CPU inputs after the call.
 
-Models already on the ember device (``model.to(ember.device())``) are supported too: the
-graph then runs on the ember tensors and returns pending ember tensors, with no sync
-(the lazy device's own sync points apply: ``optimizer.step()``, value reads).
+Models already on the ember device (``model.to(ember.device())``) cannot be compiled:
+Dynamo reads its inputs' storage, which lazy tensors do not have, and raises ("Cannot
+access storage of EmberLazyTensorImpl") before this backend is reached; the tensors stay
+usable. Such models run on the lazy device as they are, without torch.compile.
 
 Shapes. A graph Dynamo makes dynamic (automatic dynamic shapes after a shape change, or
 ``dynamic=True``) runs unchanged; Ember compiles one program per concrete shape set and
