@@ -290,7 +290,10 @@ def test_entry_point_resolves_backend_without_importing_ember(tmp_path):
         print("ok", "ember" in sys.modules)
     """)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT / "python"),
+    # The ember this process imported (the installed wheel in CI, python/ with
+    # EMBER_BUILD_DIR in a development build); python/ alone has no compiled _C.
+    ember_parent = str(pathlib.Path(ember.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), ember_parent,
                                          env.get("PYTHONPATH", "")])
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=600)
