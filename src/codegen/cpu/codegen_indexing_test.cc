@@ -35,6 +35,29 @@ NodeId FullCoords(GraphBuilder& b, NodeId index, int64_t rows, int64_t cols, int
   return b.Concatenate(parts, 2);
 }
 
+// Whole rows of a rank-2 operand picked by an index of rank `index_rank`
+// (index_select, embedding lookup): each index selects one row (dim 0
+// collapsed), the row is the trailing window dim.
+GatherDims RowGather(int64_t index_rank) {
+  GatherDims d;
+  d.offset_dims = {index_rank};
+  d.collapsed_slice_dims = {0};
+  d.start_index_map = {0};
+  d.index_vector_dim = index_rank;
+  return d;
+}
+
+// The scatter that adds rows of updates into the rows named by a rank-1 index
+// (the embedding backward; RowGather's transpose).
+ScatterDims RowScatter() {
+  ScatterDims d;
+  d.update_window_dims = {1};
+  d.inserted_window_dims = {0};
+  d.scatter_dims_to_operand_dims = {0};
+  d.index_vector_dim = 1;
+  return d;
+}
+
 // One kernel: torch.gather along dim 1 (coordinates computed in the kernel),
 // index_select of rows (s32 indices, index_vector_dim == rank), an embedding
 // lookup (s64 [2, 3] indices), a gather with windows wider than 1 along both
@@ -53,18 +76,8 @@ TEST(CodegenIndexing, GathersMatchInterpreter) {
   point.start_index_map = {0, 1};
   point.index_vector_dim = 2;
   NodeId g0 = b.Gather(x, FullCoords(b, gidx, 5, 4, 1), point, {1, 1});
-  GatherDims sel;
-  sel.offset_dims = {1};
-  sel.collapsed_slice_dims = {0};
-  sel.start_index_map = {0};
-  sel.index_vector_dim = 1;
-  NodeId g1 = b.Gather(x, rows, sel, {1, 6});
-  GatherDims emb;
-  emb.offset_dims = {2};
-  emb.collapsed_slice_dims = {0};
-  emb.start_index_map = {0};
-  emb.index_vector_dim = 2;
-  NodeId g2 = b.Gather(x, tok, emb, {1, 6});
+  NodeId g1 = b.Gather(x, rows, RowGather(1), {1, 6});
+  NodeId g2 = b.Gather(x, tok, RowGather(2), {1, 6});
   GatherDims wide;
   wide.offset_dims = {1, 2};
   wide.start_index_map = {0, 1};
@@ -128,12 +141,7 @@ TEST(CodegenIndexing, ScattersMatchInterpreter) {
   NodeId tok = b.Parameter(0, Shape(DType::kS64, {6}));
   NodeId grad = b.Parameter(1, Shape(DType::kF32, {6, 4}));
   NodeId zeros = b.BroadcastInDim(b.ConstantScalar(DType::kF32, 0), {10, 4}, {});
-  ScatterDims rows;
-  rows.update_window_dims = {1};
-  rows.inserted_window_dims = {0};
-  rows.scatter_dims_to_operand_dims = {0};
-  rows.index_vector_dim = 1;
-  NodeId s = b.Scatter(zeros, tok, grad, rows, ReduceKind::kAdd);
+  NodeId s = b.Scatter(zeros, tok, grad, RowScatter(), ReduceKind::kAdd);
   // A scatter read by a later phase (a temporary) and the scatter itself.
   b.SetOutputs({b.Multiply(s, s), s});
   auto g = b.Build();
@@ -157,18 +165,8 @@ TEST(CodegenIndexing, BadIndicesAreOutOfRangeWithTheInterpretersMessage) {
   NodeId x = b.Parameter(0, Shape(DType::kF32, {4, 3}));
   NodeId idx = b.Parameter(1, Shape(DType::kU64, {2}));
   NodeId upd = b.Parameter(2, Shape(DType::kF32, {2, 3}));
-  GatherDims sel;
-  sel.offset_dims = {1};
-  sel.collapsed_slice_dims = {0};
-  sel.start_index_map = {0};
-  sel.index_vector_dim = 1;
-  ScatterDims rows;
-  rows.update_window_dims = {1};
-  rows.inserted_window_dims = {0};
-  rows.scatter_dims_to_operand_dims = {0};
-  rows.index_vector_dim = 1;
-  NodeId g0 = b.Gather(x, idx, sel, {1, 3});
-  NodeId s0 = b.Scatter(x, idx, upd, rows, ReduceKind::kAdd);
+  NodeId g0 = b.Gather(x, idx, RowGather(1), {1, 3});
+  NodeId s0 = b.Scatter(x, idx, upd, RowScatter(), ReduceKind::kAdd);
   auto g = b.Build();
   ASSERT_TRUE(g.ok());
   CompileOptions o;
@@ -181,8 +179,8 @@ TEST(CodegenIndexing, BadIndicesAreOutOfRangeWithTheInterpretersMessage) {
     NodeId ox = one.Parameter(0, Shape(DType::kF32, {4, 3}));
     NodeId oi = one.Parameter(1, Shape(DType::kU64, {2}));
     NodeId ou = one.Parameter(2, Shape(DType::kF32, {2, 3}));
-    one.SetOutputs({root == g0 ? one.Gather(ox, oi, sel, {1, 3})
-                               : one.Scatter(ox, oi, ou, rows, ReduceKind::kAdd)});
+    one.SetOutputs({root == g0 ? one.Gather(ox, oi, RowGather(1), {1, 3})
+                               : one.Scatter(ox, oi, ou, RowScatter(), ReduceKind::kAdd)});
     auto og = one.Build();
     ASSERT_TRUE(og.ok());
     auto exe = Compile(*og, o);
