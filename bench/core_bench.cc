@@ -18,7 +18,6 @@
 // = 3 arrays, best of 5).
 // BM_Compile200 reports compiles_per_iter / disk_hits_per_iter.
 #include <benchmark/benchmark.h>
-
 #include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -78,7 +77,8 @@ double TriadBytesPerSecond() {
       const double* __restrict__ pc = c;
       for (int64_t i = lo; i < hi; ++i) pa[i] = pb[i] + s * pc[i];
     });
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   benchmark::DoNotOptimize(a[n / 2]);
   return 3.0 * 8.0 * static_cast<double>(n) / best;
@@ -209,16 +209,24 @@ void BM_FusedElementwiseChain(benchmark::State& state) {
   static const Graph g = ElementwiseChain(n);
   BandwidthBench(state, g, Shape(DType::kF32, {n}), 2 * n * 4, state.range(0) == 1);
 }
-BENCHMARK(BM_FusedElementwiseChain)->ArgName("kernels_only")->Arg(0)->Arg(1)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_FusedElementwiseChain)
+    ->ArgName("kernels_only")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_RowSoftmax(benchmark::State& state) {
   const int64_t r = 4096, c = 4096;
   static const Graph g = RowSoftmax(r, c);
   BandwidthBench(state, g, Shape(DType::kF32, {r, c}), 2 * r * c * 4, state.range(0) == 1);
 }
-BENCHMARK(BM_RowSoftmax)->ArgName("kernels_only")->Arg(0)->Arg(1)
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RowSoftmax)
+    ->ArgName("kernels_only")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // 200 nodes: 8 segments, each 22 elementwise ops over f32[256,64] (with
 // scalar constants) and a row reduction broadcast back.
@@ -249,7 +257,8 @@ void BM_Compile200(benchmark::State& state) {
   const bool warm = state.range(0) == 1;
   static const Graph g = Graph200();
   namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / ("ember-bench-cache-" + std::to_string(getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("ember-bench-cache-" + std::to_string(getpid()));
   int n = 0;
   int kernels = 0;
   CompileOptions o = CpuOptions();
@@ -278,16 +287,21 @@ void BM_Compile200(benchmark::State& state) {
   std::error_code ec;
   fs::remove_all(root, ec);
   const codegen::CodegenStats after = codegen::GetCodegenStats();
-  state.counters["compiles_per_iter"] =
-      static_cast<double>(after.compiles - before.compiles) / std::max<int64_t>(1, state.iterations());
-  state.counters["disk_hits_per_iter"] =
-      static_cast<double>(after.disk_hits - before.disk_hits) / std::max<int64_t>(1, state.iterations());
+  state.counters["compiles_per_iter"] = static_cast<double>(after.compiles - before.compiles) /
+                                        std::max<int64_t>(1, state.iterations());
+  state.counters["disk_hits_per_iter"] = static_cast<double>(after.disk_hits - before.disk_hits) /
+                                         std::max<int64_t>(1, state.iterations());
   state.counters["nodes"] = g.num_nodes();
   state.counters["kernels"] = kernels;
   state.counters["triad_GBps"] = TriadBytesPerSecond() / 1e9;
 }
-BENCHMARK(BM_Compile200)->ArgName("warm")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)
-    ->UseRealTime()->Iterations(3);
+BENCHMARK(BM_Compile200)
+    ->ArgName("warm")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
 
 }  // namespace
 }  // namespace ember

@@ -18,6 +18,7 @@ tensors, state binding; src/torch/sync.cpp) for the ember training step.
 
     python bench/step_overhead.py [--models mlp,gpt] [--rounds 60] [--cpu] [--sync-log]
 """
+
 import argparse
 import os
 import re
@@ -78,8 +79,17 @@ def measure(model_name, rounds, clock, threads):
 def sync_log_medians(args):
     """Medians of the EMBER_LOG=sync fields over the ember training steps of a child run."""
     env = dict(os.environ, EMBER_LOG="sync")
-    cmd = [sys.executable, __file__, "--models", "mlp", "--rounds", str(args.rounds),
-           "--threads", str(args.threads), "--quiet"]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--models",
+        "mlp",
+        "--rounds",
+        str(args.rounds),
+        "--threads",
+        str(args.threads),
+        "--quiet",
+    ]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     fields = {}
     for line in p.stderr.splitlines():
@@ -108,20 +118,30 @@ def main():
         phases, res = measure(name, args.rounds, clock, args.threads)
         if args.quiet:
             continue
-        print(f"{name} ({'thread CPU' if args.cpu else 'wall'} time, {args.threads} thread(s), "
-              f"{args.rounds} rounds, load {os.getloadavg()[0]:.1f}): medians in microseconds")
+        print(
+            f"{name} ({'thread CPU' if args.cpu else 'wall'} time, {args.threads} thread(s), "
+            f"{args.rounds} rounds, load {os.getloadavg()[0]:.1f}): medians in microseconds"
+        )
         print(f"{'phase':<10} {'eager':>9} {'ember':>9} {'ember/eager':>12}")
         for p in phases:
             e, m = res["eager"][p], res["ember"][p]
-            ratio = statistics.median(b / a for a, b in zip(e, m) if a > 0) if p != "sync" else float("nan")
-            print(f"{p:<10} {statistics.median(e) * 1e6:9.0f} {statistics.median(m) * 1e6:9.0f} "
-                  f"{ratio:12.2f}")
+            ratio = (
+                statistics.median(b / a for a, b in zip(e, m) if a > 0)
+                if p != "sync"
+                else float("nan")
+            )
+            print(
+                f"{p:<10} {statistics.median(e) * 1e6:9.0f} {statistics.median(m) * 1e6:9.0f} "
+                f"{ratio:12.2f}"
+            )
     if args.sync_log and not args.quiet:
         med = sync_log_medians(args)
         keys = ("gather", "build", "lookup", "args", "exec", "outputs", "bind")
-        print("ember training step's sync (EMBER_LOG=sync medians, us): " +
-              ", ".join(f"{k} {med[k]:.1f}" for k in keys if k in med) +
-              f"; fixed (all but exec) {sum(med.get(k, 0) for k in keys if k != 'exec'):.1f}")
+        print(
+            "ember training step's sync (EMBER_LOG=sync medians, us): "
+            + ", ".join(f"{k} {med[k]:.1f}" for k in keys if k in med)
+            + f"; fixed (all but exec) {sum(med.get(k, 0) for k in keys if k != 'exec'):.1f}"
+        )
 
 
 if __name__ == "__main__":

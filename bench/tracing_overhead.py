@@ -8,6 +8,7 @@ separately.
 
     python bench/tracing_overhead.py [--ops 1000] [--reps 5] [--numel 256]
 """
+
 import argparse
 import time
 
@@ -70,8 +71,10 @@ def main():
     print(f"ember tracing           {trace / n * 1e6:8.2f} us/op")
     print(f"ratio ember/meta        {trace / meta:8.2f}")
     print(f"sync (run {n} externs)  {sync * 1e3:8.2f} ms  ({sync / n * 1e6:.2f} us/op)")
-    print(f"graphs compiled in timed reps: {c['graphs_compiled']}  "
-          f"memory cache hits: {c['memory_cache_hits']}")
+    print(
+        f"graphs compiled in timed reps: {c['graphs_compiled']}  "
+        f"memory cache hits: {c['memory_cache_hits']}"
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ medians, and the ratio is ember / eager (below 1: ember is faster).
 
     python bench/train_step.py [--reps 30] [--warmup 5] [--configs small,medium]
 """
+
 import argparse
 import copy
 import statistics
@@ -20,15 +21,19 @@ import ember
 
 CONFIGS = {
     # name: (batch, input, hidden, classes)
-    "small": (32, 64, 64, 10),     # per-op overhead dominates
+    "small": (32, 64, 64, 10),  # per-op overhead dominates
     "medium": (128, 784, 512, 10),  # matmuls dominate
 }
 
 
 def make(d_in, hidden, d_out):
-    return torch.nn.Sequential(torch.nn.Linear(d_in, hidden), torch.nn.ReLU(),
-                               torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
-                               torch.nn.Linear(hidden, d_out))
+    return torch.nn.Sequential(
+        torch.nn.Linear(d_in, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, d_out),
+    )
 
 
 def step(model, opt, x, y):
@@ -82,11 +87,13 @@ def run(name, reps, warmup):
     c = ember.metrics.counters()
     e, m = statistics.median(eager), statistics.median(lazy)
     params = sum(p.numel() for p in cpu_model.parameters())
-    print(f"{name:<7} batch={batch} mlp={d_in}-{hidden}-{hidden}-{d_out} ({params} params): "
-          f"eager {e * 1e3:.3f} ms, ember {m * 1e3:.3f} ms, ratio ember/eager {m / e:.2f} "
-          f"| ember trace {statistics.median(traced) * 1e3:.3f} ms + sync "
-          f"{statistics.median(synced) * 1e3:.3f} ms (execute {c['execute_seconds'] / (2 * reps) * 1e3:.3f} ms) "
-          f"| {c['syncs']} syncs, {c['graphs_compiled']} compiled, {c['memory_cache_hits']} memory hits")
+    print(
+        f"{name:<7} batch={batch} mlp={d_in}-{hidden}-{hidden}-{d_out} ({params} params): "
+        f"eager {e * 1e3:.3f} ms, ember {m * 1e3:.3f} ms, ratio ember/eager {m / e:.2f} "
+        f"| ember trace {statistics.median(traced) * 1e3:.3f} ms + sync "
+        f"{statistics.median(synced) * 1e3:.3f} ms (execute {c['execute_seconds'] / (2 * reps) * 1e3:.3f} ms) "
+        f"| {c['syncs']} syncs, {c['graphs_compiled']} compiled, {c['memory_cache_hits']} memory hits"
+    )
 
 
 def main():

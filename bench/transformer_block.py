@@ -17,6 +17,7 @@ kernels and extern steps of the step's graph (`ember.metrics.last_graph()`).
     python bench/transformer_block.py [--reps 20] [--warmup 3] [--batch 8] [--seq 128]
         [--dim 256] [--heads 4] [--backend cpu] [--threads N] [--no-compile] [--json out.json]
 """
+
 import argparse
 import copy
 import json
@@ -48,8 +49,9 @@ class Block(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        y = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+        )
         x = x + self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
@@ -98,11 +100,19 @@ def main():
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (Inductor)")
-    ap.add_argument("--backend", default="cpu", choices=("cpu", "interpreter", "aten"),
-                    help="ember.config.backend for the ember variant (default cpu: native kernels)")
-    ap.add_argument("--threads", type=int, default=0,
-                    help="torch.set_num_threads for every variant (0: torch's default); ember's "
-                         "native kernels run on the same ATen pool")
+    ap.add_argument(
+        "--backend",
+        default="cpu",
+        choices=("cpu", "interpreter", "aten"),
+        help="ember.config.backend for the ember variant (default cpu: native kernels)",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch.set_num_threads for every variant (0: torch's default); ember's "
+        "native kernels run on the same ATen pool",
+    )
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
 
@@ -133,15 +143,20 @@ def main():
         t0 = time.perf_counter()
         if name == "inductor":
             from torch._inductor import metrics as ind_metrics
+
             ind_metrics.reset()
         for _ in range(args.warmup):
             train_step(*v)
         if name == "ember":
             ember.sync()
             g = ember.metrics.last_graph()
-            kernels["ember"] = {"kernels": g.get("kernels"), "extern_steps": g.get("extern_steps"),
-                                "interpreted": g.get("interpreted"),
-                                "core_externs": g.get("core_externs"), "externs": g.get("externs")}
+            kernels["ember"] = {
+                "kernels": g.get("kernels"),
+                "extern_steps": g.get("extern_steps"),
+                "interpreted": g.get("interpreted"),
+                "core_externs": g.get("core_externs"),
+                "externs": g.get("externs"),
+            }
         if name == "inductor":
             kernels["inductor"] = ind_metrics.generated_kernel_count
         compile_s[name] = time.perf_counter() - t0
@@ -159,27 +174,49 @@ def main():
     load_end = os.getloadavg()
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        ).stdout.strip()
     except OSError:
         commit = "?"
     eager_med = statistics.median(times["eager"])
-    res = {"config": vars(args), "commit": commit, "load_start": load_start, "load_end": load_end,
-           "torch": torch.__version__, "threads": torch.get_num_threads(),
-           "warmup_seconds": compile_s, "kernels_per_step": kernels,
-           "ember_during_timing": {k: c[k] for k in ("graphs_compiled", "syncs", "execute_seconds")},
-           "variants": {}}
-    print(f"transformer block train step: batch {args.batch}, seq {args.seq}, dim {args.dim}, heads {args.heads}; "
-          f"ember backend {args.backend}; "
-          f"{args.reps} reps; commit {commit}; load {load_start[0]:.1f} -> {load_end[0]:.1f}")
+    res = {
+        "config": vars(args),
+        "commit": commit,
+        "load_start": load_start,
+        "load_end": load_end,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "warmup_seconds": compile_s,
+        "kernels_per_step": kernels,
+        "ember_during_timing": {k: c[k] for k in ("graphs_compiled", "syncs", "execute_seconds")},
+        "variants": {},
+    }
+    print(
+        f"transformer block train step: batch {args.batch}, seq {args.seq}, dim {args.dim}, heads {args.heads}; "
+        f"ember backend {args.backend}; "
+        f"{args.reps} reps; commit {commit}; load {load_start[0]:.1f} -> {load_end[0]:.1f}"
+    )
     print(f"{'variant':<10} {'median ms':>10} {'min-max ms':>18} {'/ eager':>8}  kernels per step")
     for name, ts in times.items():
         med = statistics.median(ts)
-        res["variants"][name] = {"median_s": med, "min_s": min(ts), "max_s": max(ts), "ratio": med / eager_med}
-        print(f"{name:<10} {med * 1e3:10.2f} {min(ts) * 1e3:8.2f}-{max(ts) * 1e3:<8.2f} {med / eager_med:8.2f}  "
-              f"{kernels.get(name)}")
-    print(f"ember during timing: graphs_compiled {c['graphs_compiled']}, syncs {c['syncs']}, "
-          f"execute_seconds {c['execute_seconds']:.3f} (of {sum(times['ember']):.3f} s timed)")
+        res["variants"][name] = {
+            "median_s": med,
+            "min_s": min(ts),
+            "max_s": max(ts),
+            "ratio": med / eager_med,
+        }
+        print(
+            f"{name:<10} {med * 1e3:10.2f} {min(ts) * 1e3:8.2f}-{max(ts) * 1e3:<8.2f} {med / eager_med:8.2f}  "
+            f"{kernels.get(name)}"
+        )
+    print(
+        f"ember during timing: graphs_compiled {c['graphs_compiled']}, syncs {c['syncs']}, "
+        f"execute_seconds {c['execute_seconds']:.3f} (of {sum(times['ember']):.3f} s timed)"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

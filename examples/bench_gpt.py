@@ -23,6 +23,7 @@ Usage: python examples/bench_gpt.py --data FILE [--steps 20] [--interleaved 20] 
 Prints the machine line (commit, EMBER_BACKEND, load average) and a Markdown table
 (pasted into docs/performance.md); progress goes to stderr.
 """
+
 import argparse
 import copy
 import json
@@ -35,14 +36,20 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-MODES = (("eager", ["--device", "cpu"]), ("ember", ["--device", "ember"]),
-         ("compile", ["--device", "cpu", "--compile"]))
+MODES = (
+    ("eager", ["--device", "cpu"]),
+    ("ember", ["--device", "ember"]),
+    ("compile", ["--device", "cpu", "--compile"]),
+)
 STARTUP = 3  # steps counted as start-up (compile) cost in part 1
 
 
 def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.1f}] {msg}", file=sys.stderr,
-          flush=True)
+    print(
+        f"[{time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.1f}] {msg}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def excess(step_s, startup=STARTUP):
@@ -54,20 +61,48 @@ def excess(step_s, startup=STARTUP):
 def per_process(data, steps, mode_args, tmp):
     """One cold process of train_gpt.py; returns its figures (see the module docstring)."""
     out = os.path.join(tmp, "r.json")
-    env = dict(os.environ, EMBER_CACHE_DIR=os.path.join(tmp, "ember-cache"),
-               TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor-cache"))
-    cmd = [sys.executable, os.path.join(HERE, "train_gpt.py"), "--data", data, "--steps", str(steps),
-           "--eval-interval", "0", "--eval-iters", "1", "--sample-chars", "0", "--log-interval", "0",
-           "--dropout", "0", "--json", out, *mode_args]
+    env = dict(
+        os.environ,
+        EMBER_CACHE_DIR=os.path.join(tmp, "ember-cache"),
+        TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor-cache"),
+    )
+    cmd = [
+        sys.executable,
+        os.path.join(HERE, "train_gpt.py"),
+        "--data",
+        data,
+        "--steps",
+        str(steps),
+        "--eval-interval",
+        "0",
+        "--eval-iters",
+        "1",
+        "--sample-chars",
+        "0",
+        "--log-interval",
+        "0",
+        "--dropout",
+        "0",
+        "--json",
+        out,
+        *mode_args,
+    ]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     with open(out) as f:
         r = json.load(f)
     s = r["step_seconds"]
-    return {"first_s": s[0], "cold_compile_s": excess(s), "median_s": statistics.median(s[STARTUP:]),
-            "graphs": r["graphs_compiled"], "rss_mb": r["peak_rss_mb"], "wall_s": wall,
-            "train_loss": r["train_loss"], "step_seconds": s}
+    return {
+        "first_s": s[0],
+        "cold_compile_s": excess(s),
+        "median_s": statistics.median(s[STARTUP:]),
+        "graphs": r["graphs_compiled"],
+        "rss_mb": r["peak_rss_mb"],
+        "wall_s": wall,
+        "train_loss": r["train_loss"],
+        "step_seconds": s,
+    }
 
 
 class GPTStep:
@@ -89,7 +124,9 @@ class GPTStep:
     def step(self):
         import torch
 
-        x, y = self.tg.get_batch(self.data.train, self.cfg.batch_size, self.cfg.block_size, self.gen)
+        x, y = self.tg.get_batch(
+            self.data.train, self.cfg.batch_size, self.cfg.block_size, self.gen
+        )
         _, loss = self.fwd(x.to(self.device), y.to(self.device))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.params, 1.0)
@@ -119,21 +156,33 @@ def interleaved(data_path, rounds, warmup):
     cfg = train_gpt.GPTConfig(vocab_size=data.vocab_size, dropout=0.0)
     torch.manual_seed(0)
     base = train_gpt.GPT(cfg)
-    runners = {"eager": GPTStep(train_gpt, base, data, torch.device("cpu"), False, 1),
-               "ember": GPTStep(train_gpt, base, data, ember.device(), False, 1),
-               "compile": GPTStep(train_gpt, base, data, torch.device("cpu"), True, 1)}
-    res = timing.interleaved(runners, warmup, rounds, reference="eager",
-                             on_error=lambda b, e: log(f"{b} failed: {type(e).__name__}: {e}"))
+    runners = {
+        "eager": GPTStep(train_gpt, base, data, torch.device("cpu"), False, 1),
+        "ember": GPTStep(train_gpt, base, data, ember.device(), False, 1),
+        "compile": GPTStep(train_gpt, base, data, torch.device("cpu"), True, 1),
+    }
+    res = timing.interleaved(
+        runners,
+        warmup,
+        rounds,
+        reference="eager",
+        on_error=lambda b, e: log(f"{b} failed: {type(e).__name__}: {e}"),
+    )
     # The engine that ran ember's graphs (the bridge's default when EMBER_BACKEND is unset).
-    backend = str(getattr(ember.config, "backend", None) or os.environ.get("EMBER_BACKEND")
-                  or "default")
+    backend = str(
+        getattr(ember.config, "backend", None) or os.environ.get("EMBER_BACKEND") or "default"
+    )
     return res, backend
 
 
 def commit():
     try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=True,
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
 
@@ -143,8 +192,12 @@ def main():
     p.add_argument("--data", required=True)
     p.add_argument("--steps", type=int, default=20, help="steps per mode in part 1 (> 3)")
     p.add_argument("--interleaved", type=int, default=20, help="timed rounds in part 2")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps per mode in part 2 "
-                   "(also the numerics check)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=3,
+        help="untimed steps per mode in part 2 (also the numerics check)",
+    )
     p.add_argument("--json", help="write every figure here")
     args = p.parse_args()
     if args.steps <= STARTUP:
@@ -152,27 +205,46 @@ def main():
 
     import torch
 
-    machine = {"date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit(),
-               "ember_backend": None,  # ember.config.backend, read in part 2
-               "torch": torch.__version__, "threads": torch.get_num_threads(),
-               "cpus": os.cpu_count(), "load_average_start": os.getloadavg()}
+    machine = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": commit(),
+        "ember_backend": None,  # ember.config.backend, read in part 2
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "load_average_start": os.getloadavg(),
+    }
     log(f"bench_gpt: {json.dumps(machine)}")
     rows = {}
     for name, mode_args in MODES:
         with tempfile.TemporaryDirectory() as tmp:
             rows[name] = per_process(args.data, args.steps, mode_args, tmp)
-        log(f"part 1 {name}: " + json.dumps({k: v for k, v in rows[name].items()
-                                               if k not in ("train_loss", "step_seconds")}))
+        log(
+            f"part 1 {name}: "
+            + json.dumps(
+                {k: v for k, v in rows[name].items() if k not in ("train_loss", "step_seconds")}
+            )
+        )
     machine["load_average_part2"] = os.getloadavg()
     tim, machine["ember_backend"] = interleaved(args.data, args.interleaved, args.warmup)
     machine["load_average_end"] = os.getloadavg()
     for name, t in tim.items():
-        log(f"part 2 {name}: {t['status']}, median {t['median_s']}, ratios {t['ratios']}, "
-            f"numerics max diff {t['numerics_max_diff']}")
+        log(
+            f"part 2 {name}: {t['status']}, median {t['median_s']}, ratios {t['ratios']}, "
+            f"numerics max diff {t['numerics_max_diff']}"
+        )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": machine, "settings": vars(args), "per_process": rows,
-                       "interleaved": tim}, f, indent=1)
+            json.dump(
+                {
+                    "machine": machine,
+                    "settings": vars(args),
+                    "per_process": rows,
+                    "interleaved": tim,
+                },
+                f,
+                indent=1,
+            )
 
     def ms(x):
         return "-" if x is None else f"{x * 1e3:.0f} ms"
@@ -182,24 +254,36 @@ def main():
         return "-" if r is None else f"{r:.2f}"
 
     la = machine
-    print(f"Date {machine['date_utc']}, commit {machine['commit']}, EMBER_BACKEND="
-          f"{machine['ember_backend']}, torch {machine['torch']}, {machine['threads']} threads, "
-          f"load average {la['load_average_start'][0]:.1f} (start) / "
-          f"{la['load_average_part2'][0]:.1f} (part 2) / {la['load_average_end'][0]:.1f} (end)")
+    print(
+        f"Date {machine['date_utc']}, commit {machine['commit']}, EMBER_BACKEND="
+        f"{machine['ember_backend']}, torch {machine['torch']}, {machine['threads']} threads, "
+        f"load average {la['load_average_start'][0]:.1f} (start) / "
+        f"{la['load_average_part2'][0]:.1f} (part 2) / {la['load_average_end'][0]:.1f} (end)"
+    )
     print()
-    print("| mode | cold compile (first 3 steps' excess) | median step, own process | "
-          "median step, interleaved (min-max) | vs eager (paired) | vs compile (paired) | "
-          "numerics (3 steps vs eager) | graphs compiled | peak RSS |")
+    print(
+        "| mode | cold compile (first 3 steps' excess) | median step, own process | "
+        "median step, interleaved (min-max) | vs eager (paired) | vs compile (paired) | "
+        "numerics (3 steps vs eager) | graphs compiled | peak RSS |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, r in rows.items():
         t = tim[name]
-        span = (f"{ms(t['median_s'])} ({ms(t['min_s'])}-{ms(t['max_s'])})"
-                if t["median_s"] is not None else t["status"])
-        num = ("-" if t["numerics_ok"] is None else
-               f"{'ok' if t['numerics_ok'] else 'WRONG'} ({t['numerics_max_diff']:.1e})")
-        print(f"| {name} | {r['cold_compile_s']:.2f} s | {ms(r['median_s'])} | {span} | "
-              f"{ratio(t, 'eager')} | {ratio(t, 'compile')} | {num} | {r['graphs']} | "
-              f"{r['rss_mb']:.0f} MiB |")
+        span = (
+            f"{ms(t['median_s'])} ({ms(t['min_s'])}-{ms(t['max_s'])})"
+            if t["median_s"] is not None
+            else t["status"]
+        )
+        num = (
+            "-"
+            if t["numerics_ok"] is None
+            else f"{'ok' if t['numerics_ok'] else 'WRONG'} ({t['numerics_max_diff']:.1e})"
+        )
+        print(
+            f"| {name} | {r['cold_compile_s']:.2f} s | {ms(r['median_s'])} | {span} | "
+            f"{ratio(t, 'eager')} | {ratio(t, 'compile')} | {num} | {r['graphs']} | "
+            f"{r['rss_mb']:.0f} MiB |"
+        )
 
 
 if __name__ == "__main__":

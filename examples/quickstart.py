@@ -7,6 +7,7 @@ number of graphs ember compiled, and ember's metrics report.
 
 Usage: python examples/quickstart.py [--steps N]
 """
+
 import argparse
 import copy
 import time
@@ -18,8 +19,7 @@ import ember
 
 
 def make_model() -> torch.nn.Module:
-    return torch.nn.Sequential(
-        torch.nn.Linear(784, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
+    return torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
 
 
 def train(model, x, y, device, steps):
@@ -60,8 +60,10 @@ def main():
     print(f"max |eager - ember| loss difference: {diff:.3g}")
     print(f"graphs compiled: {c['graphs_compiled']}, cache hits: {c['memory_cache_hits']}")
     mid = len(eager_s) // 2
-    print(f"median step time: eager {sorted(eager_s)[mid] * 1e3:.2f} ms, "
-          f"ember {sorted(ember_s)[mid] * 1e3:.2f} ms")
+    print(
+        f"median step time: eager {sorted(eager_s)[mid] * 1e3:.2f} ms, "
+        f"ember {sorted(ember_s)[mid] * 1e3:.2f} ms"
+    )
     print(ember.metrics.report())
     if diff > 1e-4:
         raise SystemExit(f"ember and eager disagree (max loss difference {diff:.3g})")

@@ -15,6 +15,7 @@ Exits with status 1 if the test accuracy is below --min-accuracy (default 0.95).
 
 Usage: python examples/train_digits.py [--epochs N] [--batch-size B] [--seed S]
 """
+
 import argparse
 import copy
 import statistics
@@ -37,7 +38,8 @@ def load_digits_split(seed: int):
     x = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1) / 16.0
     y = torch.tensor(digits.target, dtype=torch.long)
     idx_train, idx_test = train_test_split(
-        list(range(len(y))), test_size=0.2, random_state=seed, stratify=digits.target)
+        list(range(len(y))), test_size=0.2, random_state=seed, stratify=digits.target
+    )
     return x[idx_train], y[idx_train], x[idx_test], y[idx_test]
 
 
@@ -71,7 +73,7 @@ def batches(n: int, batch_size: int, gen: torch.Generator):
     step has one shape and ember reuses one compiled graph)."""
     perm = torch.randperm(n, generator=gen)
     for i in range(0, n - batch_size + 1, batch_size):
-        yield perm[i:i + batch_size]
+        yield perm[i : i + batch_size]
 
 
 @torch.no_grad()
@@ -105,8 +107,9 @@ def main():
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-accuracy", type=float, default=0.95)
-    p.add_argument("--eager-steps", type=int, default=30,
-                   help="eager CPU steps timed for the comparison")
+    p.add_argument(
+        "--eager-steps", type=int, default=30, help="eager CPU steps timed for the comparison"
+    )
     args = p.parse_args()
 
     from tqdm import tqdm
@@ -122,12 +125,19 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     gen = torch.Generator().manual_seed(args.seed)
     steps_per_epoch = len(y_train) // args.batch_size
-    print(f"digits: {len(y_train)} train / {len(y_test)} test images (8x8), "
-          f"{args.epochs} epochs x {steps_per_epoch} steps of {args.batch_size} on {dev}")
+    print(
+        f"digits: {len(y_train)} train / {len(y_test)} test images (8x8), "
+        f"{args.epochs} epochs x {steps_per_epoch} steps of {args.batch_size} on {dev}"
+    )
     step_s = []
     compiles_at = []  # steps that compiled a graph
-    bar = tqdm(total=args.epochs * steps_per_epoch, unit="step", file=sys.stdout,
-               mininterval=0.5, dynamic_ncols=True)
+    bar = tqdm(
+        total=args.epochs * steps_per_epoch,
+        unit="step",
+        file=sys.stdout,
+        mininterval=0.5,
+        dynamic_ncols=True,
+    )
     for epoch in range(args.epochs):
         for idx in batches(len(y_train), args.batch_size, gen):
             before = ember.metrics.counters()["graphs_compiled"]
@@ -137,30 +147,43 @@ def main():
             compiled = ember.metrics.counters()["graphs_compiled"]
             if compiled != before:
                 compiles_at.append(len(step_s))
-            bar.set_postfix(epoch=epoch + 1, loss=f"{loss:.4f}", step_ms=f"{step_s[-1] * 1e3:.1f}",
-                            compiled=compiled, refresh=False)
+            bar.set_postfix(
+                epoch=epoch + 1,
+                loss=f"{loss:.4f}",
+                step_ms=f"{step_s[-1] * 1e3:.1f}",
+                compiled=compiled,
+                refresh=False,
+            )
             bar.update(1)
     bar.close()
 
     acc = accuracy(model, x_test, y_test, dev)
     c = ember.metrics.counters()
     steady = [s for i, s in enumerate(step_s, 1) if i not in compiles_at] or step_s
-    eager = eager_step_seconds(initial, x_train, y_train, args.batch_size, args.eager_steps,
-                               args.seed)
+    eager = eager_step_seconds(
+        initial, x_train, y_train, args.batch_size, args.eager_steps, args.seed
+    )
     ember_ms = statistics.median(steady) * 1e3
     eager_ms = statistics.median(eager[1:] or eager) * 1e3
 
     print(f"test accuracy: {acc * 100:.2f}% ({round(acc * len(y_test))}/{len(y_test)})")
-    print(f"ember: {c['graphs_compiled']} graphs compiled (at steps {compiles_at}), "
-          f"{c['memory_cache_hits']} memory / {c['disk_cache_hits']} disk cache hits, "
-          f"{c['syncs']} syncs, {c['value_reads']} value reads, "
-          f"compile {c['compile_seconds']:.2f} s, execute {c['execute_seconds']:.2f} s")
+    print(
+        f"ember: {c['graphs_compiled']} graphs compiled (at steps {compiles_at}), "
+        f"{c['memory_cache_hits']} memory / {c['disk_cache_hits']} disk cache hits, "
+        f"{c['syncs']} syncs, {c['value_reads']} value reads, "
+        f"compile {c['compile_seconds']:.2f} s, execute {c['execute_seconds']:.2f} s"
+    )
     fb, ex = c["fallbacks"], c["externs"]
-    print(f"ember: {sum(fb.values())} fallbacks" + (f" {dict(fb)}" if fb else "")
-          + f", {sum(ex.values())} extern calls over {len(ex)} ATen ops")
-    print(f"median step time: ember {ember_ms:.2f} ms (steps without compilation), "
-          f"eager CPU {eager_ms:.2f} ms ({args.eager_steps} steps, same run) "
-          f"-> ember/eager {ember_ms / eager_ms:.2f}x")
+    print(
+        f"ember: {sum(fb.values())} fallbacks"
+        + (f" {dict(fb)}" if fb else "")
+        + f", {sum(ex.values())} extern calls over {len(ex)} ATen ops"
+    )
+    print(
+        f"median step time: ember {ember_ms:.2f} ms (steps without compilation), "
+        f"eager CPU {eager_ms:.2f} ms ({args.eager_steps} steps, same run) "
+        f"-> ember/eager {ember_ms / eager_ms:.2f}x"
+    )
     if acc < args.min_accuracy:
         sys.exit(f"FAILED: test accuracy {acc * 100:.2f}% is below {args.min_accuracy * 100:.0f}%")
 

@@ -21,6 +21,7 @@ Usage:
 Importing this file has no side effects: ``GPT`` and ``GPTConfig`` are the model
 (``python -m ember.bench`` builds it from here).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,7 +82,8 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+        )
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
@@ -154,7 +156,9 @@ class GPT(nn.Module):
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         B, T = idx.shape
         if T > self.config.block_size:
-            raise ValueError(f"GPT.forward: sequence length {T} > block_size {self.config.block_size}")
+            raise ValueError(
+                f"GPT.forward: sequence length {T} > block_size {self.config.block_size}"
+            )
         pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.h:
@@ -165,14 +169,17 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
         return logits, loss
 
-    def configure_optimizer(self, lr: float, weight_decay: float = 0.1,
-                            betas=(0.9, 0.95)) -> torch.optim.AdamW:
+    def configure_optimizer(
+        self, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.95)
+    ) -> torch.optim.AdamW:
         """AdamW with weight decay on matrices (>= 2-d) and none on biases/LayerNorms."""
         params = [p for p in self.parameters() if p.requires_grad]
         decay = [p for p in params if p.dim() >= 2]
         no_decay = [p for p in params if p.dim() < 2]
-        groups = [{"params": decay, "weight_decay": weight_decay},
-                  {"params": no_decay, "weight_decay": 0.0}]
+        groups = [
+            {"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
         return torch.optim.AdamW(groups, lr=lr, betas=betas)
 
 
@@ -223,7 +230,8 @@ class CharData:
             raise DataError(
                 f"{path}: too short ({len(text)} characters); the context is {block_size} "
                 f"characters and each of the train (90%) and validation (10%) splits needs "
-                f"more than that, i.e. at least {math.ceil(need / 0.1)} characters")
+                f"more than that, i.e. at least {math.ceil(need / 0.1)} characters"
+            )
 
     @property
     def vocab_size(self) -> int:
@@ -239,8 +247,8 @@ class CharData:
 def get_batch(split: torch.Tensor, batch_size: int, block_size: int, gen: torch.Generator):
     """Random windows from `split`: x, y int64 [batch_size, block_size] on CPU, y = x shifted by one."""
     ix = torch.randint(len(split) - block_size, (batch_size,), generator=gen)
-    x = torch.stack([split[i:i + block_size] for i in ix.tolist()])
-    y = torch.stack([split[i + 1:i + 1 + block_size] for i in ix.tolist()])
+    x = torch.stack([split[i : i + block_size] for i in ix.tolist()])
+    y = torch.stack([split[i + 1 : i + 1 + block_size] for i in ix.tolist()])
     return x, y
 
 
@@ -257,8 +265,17 @@ def estimate_val_loss(model, batches, device) -> float:
 
 
 @torch.no_grad()
-def sample(model, data: CharData, device, *, prompt: str, n_chars: int, temperature: float,
-           top_k: int | None, gen: torch.Generator) -> str:
+def sample(
+    model,
+    data: CharData,
+    device,
+    *,
+    prompt: str,
+    n_chars: int,
+    temperature: float,
+    top_k: int | None,
+    gen: torch.Generator,
+) -> str:
     """Generates n_chars after `prompt`. Every forward sees a [1, block_size] window (real
     tokens, then zero padding that causal attention hides from the position read), so the
     model runs as one graph for all tokens; sampling itself runs on CPU."""
@@ -268,7 +285,7 @@ def sample(model, data: CharData, device, *, prompt: str, n_chars: int, temperat
     for _ in range(n_chars):
         ctx = ids[-block:]
         window = torch.zeros(1, block, dtype=torch.long)
-        window[0, :len(ctx)] = torch.tensor(ctx)
+        window[0, : len(ctx)] = torch.tensor(ctx)
         logits, _ = model(window.to(device))
         logits = logits.to("cpu")[0, len(ctx) - 1].float() / max(temperature, 1e-6)
         if top_k is not None:
@@ -312,12 +329,19 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="UTF-8 text file to train on")
     p.add_argument("--device", choices=("ember", "cpu"), default="ember")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model with Inductor (eager CPU only, for comparison)")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the model with Inductor (eager CPU only, for comparison)",
+    )
     p.add_argument("--steps", type=int, default=600, help="optimizer steps (total, across resumes)")
-    p.add_argument("--stop-at", type=int, default=None,
-                   help="end this run after this step (the LR schedule still spans --steps); "
-                        "continue later with --resume")
+    p.add_argument(
+        "--stop-at",
+        type=int,
+        default=None,
+        help="end this run after this step (the LR schedule still spans --steps); "
+        "continue later with --resume",
+    )
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--n-layer", type=int, default=d.n_layer)
@@ -327,20 +351,32 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     p.add_argument("--min-lr", type=float, default=1e-4)
-    p.add_argument("--warmup", type=int, default=None, help="warmup steps (default: steps/10, <= 100)")
+    p.add_argument(
+        "--warmup", type=int, default=None, help="warmup steps (default: steps/10, <= 100)"
+    )
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--grad-clip", type=float, default=1.0, help="max gradient norm; 0 disables")
-    p.add_argument("--eval-interval", type=int, default=100,
-                   help="validation loss every N steps (and at the last step); 0: only at the end")
+    p.add_argument(
+        "--eval-interval",
+        type=int,
+        default=100,
+        help="validation loss every N steps (and at the last step); 0: only at the end",
+    )
     p.add_argument("--eval-iters", type=int, default=10, help="held-out batches per validation")
     p.add_argument("--log-interval", type=int, default=10)
-    p.add_argument("--checkpoint", default=None, help="save model/optimizer state here at each validation")
+    p.add_argument(
+        "--checkpoint", default=None, help="save model/optimizer state here at each validation"
+    )
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
-    p.add_argument("--sample-chars", type=int, default=200, help="characters to sample at the end (0: none)")
+    p.add_argument(
+        "--sample-chars", type=int, default=200, help="characters to sample at the end (0: none)"
+    )
     p.add_argument("--prompt", default="\n")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--top-k", type=int, default=None)
-    p.add_argument("--json", default=None, help="write losses, step times, graphs compiled, peak RSS here")
+    p.add_argument(
+        "--json", default=None, help="write losses, step times, graphs compiled, peak RSS here"
+    )
     args = p.parse_args(argv)
     if args.compile and args.device != "cpu":
         p.error("--compile uses Inductor, which runs on eager CPU: pass --device cpu")
@@ -357,9 +393,11 @@ def parse_args(argv=None):
 def graphs_compiled(device: str, compiled: bool) -> int:
     if device == "ember":
         import ember
+
         return int(ember.metrics.counters()["graphs_compiled"])
     if compiled:
         from torch._dynamo.utils import counters
+
         return int(counters["stats"]["unique_graphs"])
     return 0
 
@@ -382,14 +420,21 @@ def train(args) -> dict:
     data = CharData(args.data, args.block_size)
     if args.device == "ember":
         import ember
+
         device = ember.device()
         ember.metrics.clear()
     else:
         device = torch.device("cpu")
 
-    cfg = GPTConfig(vocab_size=data.vocab_size, block_size=args.block_size, n_layer=args.n_layer,
-                    n_head=args.n_head, n_embd=args.n_embd, dropout=args.dropout,
-                    batch_size=args.batch_size)
+    cfg = GPTConfig(
+        vocab_size=data.vocab_size,
+        block_size=args.block_size,
+        n_layer=args.n_layer,
+        n_head=args.n_head,
+        n_embd=args.n_embd,
+        dropout=args.dropout,
+        batch_size=args.batch_size,
+    )
     # Weights are drawn on CPU from the seed, so every device starts from the same model.
     torch.manual_seed(args.seed)
     model = GPT(cfg)
@@ -397,8 +442,9 @@ def train(args) -> dict:
     opt = model.configure_optimizer(args.lr, args.weight_decay)
     batch_gen = torch.Generator().manual_seed(args.seed)
     val_gen = torch.Generator().manual_seed(args.seed + 1)
-    val_batches = [get_batch(data.val, cfg.batch_size, cfg.block_size, val_gen)
-                   for _ in range(args.eval_iters)]
+    val_batches = [
+        get_batch(data.val, cfg.batch_size, cfg.block_size, val_gen) for _ in range(args.eval_iters)
+    ]
     history = {"train_loss": [], "val_loss": [], "val_steps": [], "step_seconds": []}
 
     start = 0
@@ -407,13 +453,15 @@ def train(args) -> dict:
             raise DataError(f"{args.checkpoint}: no checkpoint to resume from")
         ck = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
         if ck["config"] != dataclasses.asdict(cfg):
-            raise DataError(f"{args.checkpoint}: saved for config {ck['config']}, "
-                            f"not {dataclasses.asdict(cfg)}")
+            raise DataError(
+                f"{args.checkpoint}: saved for config {ck['config']}, not {dataclasses.asdict(cfg)}"
+            )
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         batch_gen.set_state(ck["batch_rng"])
         if args.device == "ember":
             import ember
+
             ember.set_rng_state(ck["device_rng"])
         else:
             torch.set_rng_state(ck["device_rng"])
@@ -424,22 +472,33 @@ def train(args) -> dict:
     def save(step):
         if args.device == "ember":
             import ember
+
             rng = ember.get_rng_state()
         else:
             rng = torch.get_rng_state()
         tmp = args.checkpoint + ".tmp"
-        torch.save({"model": {k: v.to("cpu") for k, v in model.state_dict().items()},
-                    "optimizer": _to_cpu(opt.state_dict()), "config": dataclasses.asdict(cfg),
-                    "step": step, "batch_rng": batch_gen.get_state(), "device_rng": rng,
-                    "history": history}, tmp)
+        torch.save(
+            {
+                "model": {k: v.to("cpu") for k, v in model.state_dict().items()},
+                "optimizer": _to_cpu(opt.state_dict()),
+                "config": dataclasses.asdict(cfg),
+                "step": step,
+                "batch_rng": batch_gen.get_state(),
+                "device_rng": rng,
+                "history": history,
+            },
+            tmp,
+        )
         os.replace(tmp, args.checkpoint)
 
     step_fn_model = torch.compile(model) if args.compile else model
     warmup = args.warmup if args.warmup is not None else max(1, min(100, args.steps // 10))
     params = [p for p in model.parameters()]
-    print(f"GPT: {model.num_parameters() / 1e6:.2f}M parameters, vocab {cfg.vocab_size}, "
-          f"{cfg.n_layer} layers x {cfg.n_head} heads x {cfg.n_embd}, context {cfg.block_size}, "
-          f"batch {cfg.batch_size}; device {args.device}{' + torch.compile' if args.compile else ''}")
+    print(
+        f"GPT: {model.num_parameters() / 1e6:.2f}M parameters, vocab {cfg.vocab_size}, "
+        f"{cfg.n_layer} layers x {cfg.n_head} heads x {cfg.n_embd}, context {cfg.block_size}, "
+        f"batch {cfg.batch_size}; device {args.device}{' + torch.compile' if args.compile else ''}"
+    )
     model.train()
     end = args.steps if args.stop_at is None else min(args.steps, args.stop_at)
     for step in range(start, end):
@@ -461,8 +520,11 @@ def train(args) -> dict:
             raise RuntimeError(f"training diverged: loss {loss_value} at step {step + 1}")
         done = step + 1
         if args.log_interval and (done % args.log_interval == 0 or done == 1):
-            print(f"step {done:5d}  loss {loss_value:.4f}  lr {lr:.2e}  "
-                  f"{history['step_seconds'][-1] * 1e3:7.1f} ms", flush=True)
+            print(
+                f"step {done:5d}  loss {loss_value:.4f}  lr {lr:.2e}  "
+                f"{history['step_seconds'][-1] * 1e3:7.1f} ms",
+                flush=True,
+            )
         if (args.eval_interval and done % args.eval_interval == 0) or done == end:
             val = estimate_val_loss(model, val_batches, device)
             history["val_loss"].append(val)
@@ -474,9 +536,16 @@ def train(args) -> dict:
                 write_json(args.json, history, args)
 
     if args.sample_chars > 0:
-        text = sample(model, data, device, prompt=args.prompt, n_chars=args.sample_chars,
-                      temperature=args.temperature, top_k=args.top_k,
-                      gen=torch.Generator().manual_seed(args.seed))
+        text = sample(
+            model,
+            data,
+            device,
+            prompt=args.prompt,
+            n_chars=args.sample_chars,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            gen=torch.Generator().manual_seed(args.seed),
+        )
         print("---- sample ----")
         print(text)
         print("----------------")
@@ -484,16 +553,21 @@ def train(args) -> dict:
     result = write_json(args.json, history, args)
     secs = sorted(history["step_seconds"][1:] or history["step_seconds"])
     if secs:
-        print(f"median step {secs[len(secs) // 2] * 1e3:.1f} ms, first step "
-              f"{history['step_seconds'][0]:.2f} s, graphs compiled {result['graphs_compiled']}, "
-              f"peak RSS {result['peak_rss_mb']:.0f} MiB")
+        print(
+            f"median step {secs[len(secs) // 2] * 1e3:.1f} ms, first step "
+            f"{history['step_seconds'][0]:.2f} s, graphs compiled {result['graphs_compiled']}, "
+            f"peak RSS {result['peak_rss_mb']:.0f} MiB"
+        )
     if args.device == "ember":
         import ember
+
         c = ember.metrics.counters()
         fb = sum(c["fallbacks"].values())
-        print(f"ember: {c['syncs']} syncs, {c['graphs_compiled']} graphs compiled, "
-              f"{c['memory_cache_hits']} cache hits, {fb} fallbacks"
-              + (f" ({', '.join(sorted(c['fallbacks']))})" if fb else ""))
+        print(
+            f"ember: {c['syncs']} syncs, {c['graphs_compiled']} graphs compiled, "
+            f"{c['memory_cache_hits']} cache hits, {fb} fallbacks"
+            + (f" ({', '.join(sorted(c['fallbacks']))})" if fb else "")
+        )
     return result
 
 

@@ -9,6 +9,7 @@ bridge lowers graphs) the calls whose lowering declined or failed.
 
 Run against a build: EMBER_BUILD_DIR=build-torch/src/torch PYTHONPATH=python python scripts/log_backend_ops.py
 """
+
 import os
 import sys
 
@@ -51,14 +52,25 @@ def main():
     dev = ember.device()
     x = torch.randn(16, 32).to(dev)
     y = torch.randint(0, 10, (16,)).to(dev)
-    mlp = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 10))
+    mlp = nn.Sequential(
+        nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 10)
+    )
     run("mlp", mlp, lambda m: F.cross_entropy(m(x), y))
 
     img = torch.randn(4, 3, 16, 16).to(dev)
     lab = torch.randint(0, 10, (4,)).to(dev)
-    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-                        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                        nn.Dropout(0.1), nn.Linear(16, 10))
+    cnn = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Dropout(0.1),
+        nn.Linear(16, 10),
+    )
     run("cnn", cnn, lambda m: F.cross_entropy(m(img), lab, label_smoothing=0.1))
 
     cfg = GPTConfig(vocab_size=65, block_size=32, n_layer=2, n_head=4, n_embd=64, dropout=0.1)

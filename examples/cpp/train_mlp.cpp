@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
     std::printf("%5s %12s %12s\n", "step", "ember loss", "eager loss");
     double worst = 0;
     for (int i = 0; i < steps; ++i) {
-      double rel = std::fabs(ember_loss[i] - eager_loss[i]) / std::max(1e-6f, std::fabs(eager_loss[i]));
+      double rel =
+          std::fabs(ember_loss[i] - eager_loss[i]) / std::max(1e-6f, std::fabs(eager_loss[i]));
       worst = std::max(worst, rel);
       if (i < 3 || i % 10 == 9 || i + 1 == steps) {
         std::printf("%5d %12.6f %12.6f\n", i + 1, ember_loss[i], eager_loss[i]);
@@ -125,8 +126,9 @@ int main(int argc, char** argv) {
     std::printf("loss %s: %.6f -> %.6f\n", fell ? "fell" : "did NOT fall", ember_loss.front(),
                 ember_loss.back());
     if (!fell || !(worst <= 1e-4)) {
-      std::printf("FAILED: %s\n", !fell ? "the loss did not fall to below half its first value"
-                                        : "ember and eager losses differ by more than 1e-4 (relative)");
+      std::printf("FAILED: %s\n",
+                  !fell ? "the loss did not fall to below half its first value"
+                        : "ember and eager losses differ by more than 1e-4 (relative)");
       return 1;
     }
     std::printf("OK\n");

@@ -31,18 +31,19 @@ int main() {
   NodeId x = b.Parameter(0, Shape(DType::kF32, {2, 3}));
   NodeId w = b.Parameter(1, Shape(DType::kF32, {3, 4}));
   NodeId bias = b.Parameter(2, Shape(DType::kF32, {4}));
-  NodeId xw = b.DotGeneral(x, w, DotDims{/*lhs_batch=*/{}, /*rhs_batch=*/{},
-                                         /*lhs_contracting=*/{1}, /*rhs_contracting=*/{0}});
+  NodeId xw = b.DotGeneral(x, w,
+                           DotDims{/*lhs_batch=*/{}, /*rhs_batch=*/{},
+                                   /*lhs_contracting=*/{1}, /*rhs_contracting=*/{0}});
   NodeId h = b.Add(xw, b.BroadcastInDim(bias, {2, 4}, {1}));
   NodeId zero = b.BroadcastInDim(b.ConstantScalar(DType::kF32, 0), {2, 4}, {});
   NodeId one = b.BroadcastInDim(b.ConstantScalar(DType::kF32, 1), {2, 4}, {});
-  NodeId y = b.Multiply(b.Maximum(h, zero), one);   // simplify: x*1 => x
+  NodeId y = b.Multiply(b.Maximum(h, zero), one);  // simplify: x*1 => x
   NodeId twice_a = b.Add(y, y);
-  NodeId twice_b = b.Add(y, y);                     // cse merges it with twice_a
+  NodeId twice_b = b.Add(y, y);  // cse merges it with twice_a
   NodeId total = b.Reduce(b.Add(twice_a, twice_b), {0, 1}, ReduceKind::kAdd);
-  b.Negate(total);                                  // unused: dce removes it
+  b.Negate(total);  // unused: dce removes it
   b.SetOutputs({y, total});
-  StatusOr<Graph> built = b.Build();                // verifies the graph
+  StatusOr<Graph> built = b.Build();  // verifies the graph
   if (!built.ok()) return Fail(built.status());
   Graph g = std::move(built).value();
   const Graph original = g;
@@ -51,8 +52,7 @@ int main() {
   // ---- 2. Optimize. ----
   StatusOr<bool> changed = DefaultPipeline().Run(g);
   if (!changed.ok()) return Fail(changed.status());
-  std::cout << "\n== after the default pipeline (changed: " << (*changed ? "yes" : "no")
-            << ") ==\n"
+  std::cout << "\n== after the default pipeline (changed: " << (*changed ? "yes" : "no") << ") ==\n"
             << PrintGraph(g);
 
   // ---- 3. Compile into runtime steps. ----
@@ -81,8 +81,8 @@ int main() {
   if (!want.ok()) return Fail(want.status());
   for (size_t i = 0; i < want->size(); ++i) {
     if (!(*want)[i].BitwiseEquals((*outs)[i]->literal())) {
-      std::cerr << "ember-example: output " << i << " differs from the interpreter: "
-                << (*want)[i].ToString() << "\n";
+      std::cerr << "ember-example: output " << i
+                << " differs from the interpreter: " << (*want)[i].ToString() << "\n";
       return 1;
     }
   }

@@ -79,9 +79,9 @@ Status ResourceExhausted(Args&&... args) {
 // Use through EMBER_INTERNAL_ERROR so the file and line are recorded.
 template <typename... Args>
 Status InternalError(const char* file, int line, Args&&... args) {
-  return Status(StatusCode::kInternal,
-                internal::StrCat(std::forward<Args>(args)..., " (internal error at ", file, ":",
-                                 line, ")"));
+  return Status(
+      StatusCode::kInternal,
+      internal::StrCat(std::forward<Args>(args)..., " (internal error at ", file, ":", line, ")"));
 }
 #define EMBER_INTERNAL_ERROR(...) ::ember::InternalError(__FILE__, __LINE__, __VA_ARGS__)
 
@@ -97,9 +97,18 @@ class [[nodiscard]] StatusOr {
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T& value() & { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
@@ -115,10 +124,10 @@ class [[nodiscard]] StatusOr {
 #define EMBER_CONCAT(a, b) EMBER_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define EMBER_RETURN_IF_ERROR(expr)            \
-  do {                                         \
-    ::ember::Status _ember_st = (expr);        \
-    if (!_ember_st.ok()) return _ember_st;     \
+#define EMBER_RETURN_IF_ERROR(expr)        \
+  do {                                     \
+    ::ember::Status _ember_st = (expr);    \
+    if (!_ember_st.ok()) return _ember_st; \
   } while (0)
 
 // `EMBER_ASSIGN_OR_RETURN(auto x, F());` binds x to F()'s value or returns its error.

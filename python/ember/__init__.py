@@ -5,6 +5,7 @@ Ops on ember tensors are recorded, not run; a sync (``ember.sync()``, a value re
 as ``.item()``/``.cpu()``/``print``, or ``optimizer.step()``) runs all pending work of all
 live tensors as one cached program.
 """
+
 import logging as _logging
 import os as _os
 import warnings as _warnings
@@ -102,10 +103,24 @@ def pending_graph() -> str:
 
 
 __all__ = [
-    "device", "sync", "metrics", "config", "memory_allocated", "max_memory_allocated",
-    "reset_peak_memory_stats", "manual_seed", "manual_seed_all", "seed", "initial_seed",
-    "get_rng_state", "set_rng_state", "device_count", "is_available", "synchronize",
-    "pending_graph", "data",
+    "device",
+    "sync",
+    "metrics",
+    "config",
+    "memory_allocated",
+    "max_memory_allocated",
+    "reset_peak_memory_stats",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "initial_seed",
+    "get_rng_state",
+    "set_rng_state",
+    "device_count",
+    "is_available",
+    "synchronize",
+    "pending_graph",
+    "data",
 ]
 
 

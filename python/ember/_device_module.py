@@ -1,5 +1,6 @@
 """The module torch looks up by name for the ``ember`` device
 (``torch._register_device_module``): device count, RNG, AMP dtypes."""
+
 import torch
 
 from . import _C

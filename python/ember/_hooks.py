@@ -1,6 +1,7 @@
 """Training-loop hooks: sync after optimizer.step() (ember.config.sync_on_optimizer_step),
 sync between accumulated backward passes (ember.config.sync_on_accumulate), and
 module.to("ember") keeping tied parameters tied."""
+
 import functools
 import threading
 

@@ -9,6 +9,7 @@ operation that needs the bytes (``t.untyped_storage().cpu()``, ``tolist()``, ind
 ``RuntimeError`` naming the tensor-level equivalent, instead of PyTorch's internal
 "invalid python storage" / device-mismatch errors.
 """
+
 import functools
 
 import torch
@@ -22,9 +23,29 @@ _HINT = (
 
 # UntypedStorage operations that need the storage's bytes.
 _DATA_METHODS = (
-    "__getitem__", "__setitem__", "__iter__", "__copy__", "__deepcopy__", "__reduce__",
-    "copy_", "data_ptr", "clone", "tolist", "cpu", "to", "_to", "fill_", "pin_memory",
-    "share_memory_", "resize_", "byteswap", "_byteswap", "_write_file", "mps", "hpu", "cuda",
+    "__getitem__",
+    "__setitem__",
+    "__iter__",
+    "__copy__",
+    "__deepcopy__",
+    "__reduce__",
+    "copy_",
+    "data_ptr",
+    "clone",
+    "tolist",
+    "cpu",
+    "to",
+    "_to",
+    "fill_",
+    "pin_memory",
+    "share_memory_",
+    "resize_",
+    "byteswap",
+    "_byteswap",
+    "_write_file",
+    "mps",
+    "hpu",
+    "cuda",
 )
 
 

@@ -1,4 +1,5 @@
 """Runtime switches. Assign attributes: ``ember.config.max_pending_ops = 50_000``."""
+
 import os as _os
 import sys as _sys
 import types as _types
@@ -39,8 +40,14 @@ _DEFAULTS = {
     # (docs/performance.md, "Fixed cost per step").
     "backward_on_calling_thread": True,
 }
-_NATIVE = {"max_pending_ops", "recompile_warn_limit", "record_source", "log_recompiles", "backend",
-           "donate_buffers"}
+_NATIVE = {
+    "max_pending_ops",
+    "recompile_warn_limit",
+    "record_source",
+    "log_recompiles",
+    "backend",
+    "donate_buffers",
+}
 
 
 class _Config(_types.ModuleType):

@@ -1,4 +1,5 @@
 """Input pipelines: ``DeviceLoader`` moves batches to ember ahead of use."""
+
 import collections as _collections
 import collections.abc as _abc
 
@@ -43,4 +44,3 @@ class DeviceLoader:
             if not queue:
                 return
             yield queue.popleft()
-

@@ -35,6 +35,7 @@ eager's CPU stream (Inductor's are not either).
 Unsupported: tensors on other devices (CUDA, meta) and tensor subclasses as inputs raise
 ``EmberCompileError`` naming the input.
 """
+
 from __future__ import annotations
 
 import importlib.abc
@@ -45,8 +46,15 @@ import torch
 
 from . import _C
 
-__all__ = ["ember_backend", "EmberGraph", "EmberCompileError", "register",
-           "install", "counters", "clear_counters"]
+__all__ = [
+    "ember_backend",
+    "EmberGraph",
+    "EmberCompileError",
+    "register",
+    "install",
+    "counters",
+    "clear_counters",
+]
 
 _EMBER = torch.device("ember", 0)
 
@@ -157,12 +165,14 @@ class EmberGraph:
         if type(a) is not torch.Tensor and type(a) is not torch.nn.Parameter:
             raise EmberCompileError(
                 f"torch.compile(backend='ember'): {self.kind} graph input {i} is a tensor "
-                f"subclass ({_describe(a)}); Ember runs plain CPU tensors only")
+                f"subclass ({_describe(a)}); Ember runs plain CPU tensors only"
+            )
         if a.device.type != "cpu":
             raise EmberCompileError(
                 f"torch.compile(backend='ember'): {self.kind} graph input {i} is on "
                 f"{a.device} ({_describe(a)}); Ember takes CPU tensors (results come back "
-                f"on the CPU)")
+                f"on the CPU)"
+            )
 
     def __call__(self, *args):
         if len(args) == 1 and type(args[0]) is list:
@@ -205,8 +215,9 @@ class EmberGraph:
                 _C.sync("torch.compile(backend='ember')")
                 _refused(self, "the graph draws random numbers")
             else:
-                program, why = _C.capture(tensors, lazy, generation, foreign,
-                                          "torch.compile(backend='ember')")
+                program, why = _C.capture(
+                    tensors, lazy, generation, foreign, "torch.compile(backend='ember')"
+                )
                 if len(lazy) != sum(isinstance(o, torch.Tensor) for o in flat):
                     program, why = None, "an output is not an ember tensor"
                 if program is None:

@@ -1,10 +1,21 @@
 """Counters of the lazy runtime: ``counters()``, ``report()``, ``clear()``."""
+
 from . import _C
 
 _KEYS = (
-    "syncs", "graphs_compiled", "memory_cache_hits", "disk_cache_hits", "compile_seconds",
-    "execute_seconds", "transfers_to_device", "transfers_to_host", "ops_traced", "value_reads",
-    "fallbacks", "externs", "value_read_sites",
+    "syncs",
+    "graphs_compiled",
+    "memory_cache_hits",
+    "disk_cache_hits",
+    "compile_seconds",
+    "execute_seconds",
+    "transfers_to_device",
+    "transfers_to_host",
+    "ops_traced",
+    "value_reads",
+    "fallbacks",
+    "externs",
+    "value_read_sites",
 )
 
 

@@ -9,6 +9,7 @@ PyTorch's storage-based paths cannot read them. Instead (like torch/xla):
 * ``torch.load(..., map_location="ember")`` loads on the CPU and moves every tensor to
   ember, preserving aliasing between tensors that shared a storage in the file.
 """
+
 import copy as _copy
 
 import torch

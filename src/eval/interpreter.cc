@@ -104,7 +104,8 @@ StatusOr<Literal> EvalFusion(const Node& n, const eval::Operands& in) {
     return Status(r.status().code(),
                   "in fusion body '" + n.called->name() + "': " + r.status().message());
   }
-  if (r->size() != 1) return eval::NodeInvalid(n, "the body has ", r->size(), " outputs, expected 1");
+  if (r->size() != 1)
+    return eval::NodeInvalid(n, "the body has ", r->size(), " outputs, expected 1");
   return std::move((*r)[0]);
 }
 

@@ -12,9 +12,8 @@ NodeId GraphBuilder::Fail(Status s) {
 }
 
 NodeId GraphBuilder::AddNode(OpKind op, std::vector<NodeId> operands, Attrs attrs,
-                             std::optional<Shape> declared,
-                             std::shared_ptr<const Literal> literal, std::string metadata,
-                             std::shared_ptr<const Graph> called) {
+                             std::optional<Shape> declared, std::shared_ptr<const Literal> literal,
+                             std::string metadata, std::shared_ptr<const Graph> called) {
   if (!status_.ok()) return kInvalidNode;
   if (called && op != OpKind::kFusion)
     return Fail(InvalidArgument(OpName(op), ": only a fusion may call a body graph"));
@@ -69,8 +68,7 @@ NodeId GraphBuilder::Fusion(std::vector<NodeId> operands, std::shared_ptr<const 
   if (!body) return Fail(InvalidArgument("fusion: the body graph is null"));
   if (body->outputs().size() != 1)
     return Fail(InvalidArgument("fusion: the body '", body->name(), "' has ",
-                                body->outputs().size(),
-                                " outputs; a fusion body has exactly one"));
+                                body->outputs().size(), " outputs; a fusion body has exactly one"));
   NodeId out = body->outputs()[0];
   if (out < 0 || out >= body->num_nodes())
     return Fail(InvalidArgument("fusion: the body's output is not a node"));
@@ -107,13 +105,15 @@ NodeId GraphBuilder::RngNormal(NodeId seed, NodeId offset, Shape shape, int64_t 
 
 NodeId GraphBuilder::Unary(OpKind op, NodeId x) {
   if (!IsUnary(op) || op == OpKind::kConvert)
-    return Fail(InvalidArgument(OpName(op), " is not a unary elementwise op (use Convert for convert)"));
+    return Fail(
+        InvalidArgument(OpName(op), " is not a unary elementwise op (use Convert for convert)"));
   return AddNode(op, {x});
 }
 
 NodeId GraphBuilder::Binary(OpKind op, NodeId a, NodeId b) {
   if (!IsBinary(op) || op == OpKind::kCompare)
-    return Fail(InvalidArgument(OpName(op), " is not a binary elementwise op (use Compare for compare)"));
+    return Fail(
+        InvalidArgument(OpName(op), " is not a binary elementwise op (use Compare for compare)"));
   return AddNode(op, {a, b});
 }
 
@@ -141,7 +141,8 @@ NodeId GraphBuilder::Clamp(NodeId min, NodeId x, NodeId max) {
 NodeId GraphBuilder::BroadcastInDim(NodeId x, std::vector<int64_t> result_dims,
                                     std::vector<int64_t> broadcast_dimensions) {
   if (!status_.ok()) return kInvalidNode;
-  if (x < 0 || x >= g_.num_nodes()) return Fail(InvalidArgument("broadcast-in-dim: bad operand %", x));
+  if (x < 0 || x >= g_.num_nodes())
+    return Fail(InvalidArgument("broadcast-in-dim: bad operand %", x));
   DType t = g_.nodes_[x].shape.dtype();
   return AddNode(OpKind::kBroadcastInDim, {x}, {{"dimensions", std::move(broadcast_dimensions)}},
                  Shape(t, std::move(result_dims)));
@@ -160,18 +161,21 @@ NodeId GraphBuilder::Transpose(NodeId x, std::vector<int64_t> permutation) {
 
 NodeId GraphBuilder::Slice(NodeId x, std::vector<int64_t> start, std::vector<int64_t> limit,
                            std::vector<int64_t> stride) {
-  return AddNode(OpKind::kSlice, {x},
-                 {{"start", std::move(start)}, {"limit", std::move(limit)}, {"stride", std::move(stride)}});
+  return AddNode(
+      OpKind::kSlice, {x},
+      {{"start", std::move(start)}, {"limit", std::move(limit)}, {"stride", std::move(stride)}});
 }
 
 NodeId GraphBuilder::DynamicSlice(NodeId x, std::vector<NodeId> start_indices,
                                   std::vector<int64_t> slice_sizes) {
   std::vector<NodeId> operands = {x};
   operands.insert(operands.end(), start_indices.begin(), start_indices.end());
-  return AddNode(OpKind::kDynamicSlice, std::move(operands), {{"slice_sizes", std::move(slice_sizes)}});
+  return AddNode(OpKind::kDynamicSlice, std::move(operands),
+                 {{"slice_sizes", std::move(slice_sizes)}});
 }
 
-NodeId GraphBuilder::DynamicUpdateSlice(NodeId x, NodeId update, std::vector<NodeId> start_indices) {
+NodeId GraphBuilder::DynamicUpdateSlice(NodeId x, NodeId update,
+                                        std::vector<NodeId> start_indices) {
   std::vector<NodeId> operands = {x, update};
   operands.insert(operands.end(), start_indices.begin(), start_indices.end());
   return AddNode(OpKind::kDynamicUpdateSlice, std::move(operands));
@@ -183,8 +187,9 @@ NodeId GraphBuilder::Concatenate(std::vector<NodeId> xs, int64_t dimension) {
 
 NodeId GraphBuilder::Pad(NodeId x, NodeId padding_value, std::vector<int64_t> low,
                          std::vector<int64_t> high, std::vector<int64_t> interior) {
-  return AddNode(OpKind::kPad, {x, padding_value},
-                 {{"low", std::move(low)}, {"high", std::move(high)}, {"interior", std::move(interior)}});
+  return AddNode(
+      OpKind::kPad, {x, padding_value},
+      {{"low", std::move(low)}, {"high", std::move(high)}, {"interior", std::move(interior)}});
 }
 
 NodeId GraphBuilder::Reverse(NodeId x, std::vector<int64_t> dimensions) {
@@ -201,8 +206,8 @@ NodeId GraphBuilder::Gather(NodeId operand, NodeId indices, const GatherDims& di
                   {"slice_sizes", std::move(slice_sizes)}});
 }
 
-NodeId GraphBuilder::Scatter(NodeId operand, NodeId indices, NodeId updates, const ScatterDims& dims,
-                             ReduceKind to_apply) {
+NodeId GraphBuilder::Scatter(NodeId operand, NodeId indices, NodeId updates,
+                             const ScatterDims& dims, ReduceKind to_apply) {
   return AddNode(OpKind::kScatter, {operand, indices, updates},
                  {{"update_window_dims", dims.update_window_dims},
                   {"inserted_window_dims", dims.inserted_window_dims},
@@ -212,11 +217,10 @@ NodeId GraphBuilder::Scatter(NodeId operand, NodeId indices, NodeId updates, con
 }
 
 NodeId GraphBuilder::Reduce(NodeId x, std::vector<int64_t> dimensions, ReduceKind to_apply) {
-  return AddNode(OpKind::kReduce, {x},
-                 {{"dimensions", std::move(dimensions)},
-                  {"to_apply", std::string(ReduceKindName(to_apply))}});
+  return AddNode(
+      OpKind::kReduce, {x},
+      {{"dimensions", std::move(dimensions)}, {"to_apply", std::string(ReduceKindName(to_apply))}});
 }
-
 
 // argmax/argmin: the result is the operand's dims without `dimension`, of
 // `index_type` (the declared shape; InferShape checks the rest).
@@ -224,7 +228,8 @@ NodeId GraphBuilder::ArgReduce(OpKind op, NodeId x, int64_t dimension, DType ind
   if (!status_.ok()) return kInvalidNode;
   if (x < 0 || x >= g_.num_nodes()) return Fail(InvalidArgument(OpName(op), ": bad operand %", x));
   std::vector<int64_t> dims = g_.nodes_[x].shape.dims();
-  if (dimension >= 0 && dimension < static_cast<int64_t>(dims.size())) dims.erase(dims.begin() + dimension);
+  if (dimension >= 0 && dimension < static_cast<int64_t>(dims.size()))
+    dims.erase(dims.begin() + dimension);
   return AddNode(op, {x}, {{"dimension", dimension}}, Shape(index_type, dims));
 }
 
@@ -236,7 +241,8 @@ NodeId GraphBuilder::ArgMin(NodeId x, int64_t dimension, DType index_type) {
   return ArgReduce(OpKind::kArgMin, x, dimension, index_type);
 }
 
-NodeId GraphBuilder::ReduceWindow(NodeId x, ReduceKind to_apply, std::vector<int64_t> window_dimensions,
+NodeId GraphBuilder::ReduceWindow(NodeId x, ReduceKind to_apply,
+                                  std::vector<int64_t> window_dimensions,
                                   std::vector<int64_t> window_strides,
                                   std::vector<int64_t> padding_low,
                                   std::vector<int64_t> padding_high,
@@ -261,7 +267,8 @@ NodeId GraphBuilder::DotGeneral(NodeId lhs, NodeId rhs, const DotDims& dims,
   // Infer the dims with the operand dtype, then declare the requested dtype.
   std::vector<Shape> shapes;
   for (NodeId id : {lhs, rhs}) {
-    if (id < 0 || id >= g_.num_nodes()) return Fail(InvalidArgument("dot-general: bad operand %", id));
+    if (id < 0 || id >= g_.num_nodes())
+      return Fail(InvalidArgument("dot-general: bad operand %", id));
     shapes.push_back(g_.nodes_[id].shape);
   }
   auto s = InferShape(OpKind::kDotGeneral, shapes, attrs, std::nullopt, nullptr);
@@ -291,7 +298,9 @@ NodeId GraphBuilder::OptimizationBarrier(std::vector<NodeId> xs) {
   return AddNode(OpKind::kOptimizationBarrier, std::move(xs));
 }
 
-NodeId GraphBuilder::Tuple(std::vector<NodeId> xs) { return AddNode(OpKind::kTuple, std::move(xs)); }
+NodeId GraphBuilder::Tuple(std::vector<NodeId> xs) {
+  return AddNode(OpKind::kTuple, std::move(xs));
+}
 
 NodeId GraphBuilder::GetTupleElement(NodeId t, int64_t index) {
   return AddNode(OpKind::kGetTupleElement, {t}, {{"index", index}});
@@ -335,16 +344,16 @@ StatusOr<Graph> GraphBuilder::Build() {
   // outputs: what is left to check is the alias map.
   for (auto [out, param] : g.aliases_) {
     if (out < 0 || out >= static_cast<int>(g.outputs_.size()))
-      return InvalidArgument("alias: output index ", out, " out of range [0, ",
-                             g.outputs_.size(), ")");
+      return InvalidArgument("alias: output index ", out, " out of range [0, ", g.outputs_.size(),
+                             ")");
     if (param < 0 || param >= static_cast<int>(g.parameters_.size()))
       return InvalidArgument("alias: parameter index ", param, " out of range [0, ",
                              g.parameters_.size(), ")");
     const Shape& os = g.nodes_[g.outputs_[out]].shape;
     const Shape& ps = g.nodes_[g.parameters_[param]].shape;
     if (os != ps)
-      return InvalidArgument("alias: output ", out, " (", os.ToString(), ") and parameter ",
-                             param, " (", ps.ToString(), ") differ in shape");
+      return InvalidArgument("alias: output ", out, " (", os.ToString(), ") and parameter ", param,
+                             " (", ps.ToString(), ") differ in shape");
   }
   return g;
 }

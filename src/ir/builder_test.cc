@@ -157,9 +157,9 @@ TEST(BuilderTest, ReductionShapes) {
   EXPECT_EQ(b.shape(b.Reduce(x, {0, 2}, ReduceKind::kAdd)), F32({3}));
   EXPECT_EQ(b.shape(b.ArgMax(x, 1)), S64({2, 4}));
   EXPECT_EQ(b.shape(b.ArgMin(x, 2, DType::kS32)), Shape(DType::kS32, {2, 3}));
-  EXPECT_EQ(b.shape(b.ReduceWindow(x, ReduceKind::kMaximum, {1, 2, 2}, {1, 1, 2}, {0, 0, 0},
-                                   {0, 1, 0})),
-            F32({2, 3, 2}));
+  EXPECT_EQ(
+      b.shape(b.ReduceWindow(x, ReduceKind::kMaximum, {1, 2, 2}, {1, 1, 2}, {0, 0, 0}, {0, 1, 0})),
+      F32({2, 3, 2}));
   ASSERT_TRUE(b.status().ok()) << b.status().ToString();
   b.Reduce(x, {3}, ReduceKind::kAdd);
   ExpectError(b, {"reduce", "out of range"});
@@ -282,10 +282,10 @@ TEST(DTypeTest, SixteenBitRounding) {
   EXPECT_TRUE(std::isnan(BF16ToFloat(FloatToBF16(std::nanf("")))));
   EXPECT_EQ(FloatToF16(1.0f), 0x3c00);
   EXPECT_EQ(FloatToF16(65504.0f), 0x7bff);
-  EXPECT_EQ(FloatToF16(65520.0f), 0x7c00);  // rounds to inf
+  EXPECT_EQ(FloatToF16(65520.0f), 0x7c00);               // rounds to inf
   EXPECT_EQ(F16ToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(FloatToF16(std::ldexp(1.0f, -25)), 0x0000);   // tie to even (0)
-  EXPECT_EQ(FloatToF16(std::ldexp(3.0f, -26)), 0x0001);   // 0.75 ulp -> 1
+  EXPECT_EQ(FloatToF16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even (0)
+  EXPECT_EQ(FloatToF16(std::ldexp(3.0f, -26)), 0x0001);  // 0.75 ulp -> 1
   EXPECT_EQ(FloatToF16(-2.0f), 0xc000);
   for (uint32_t h = 0; h < 0x10000; ++h) {
     float f = F16ToFloat(static_cast<uint16_t>(h));

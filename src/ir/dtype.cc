@@ -5,7 +5,8 @@ namespace ember {
 std::string_view DTypeName(DType t) {
   switch (t) {
 #define EMBER_DTYPE_NAME(e, name, size) \
-  case DType::e: return name;
+  case DType::e:                        \
+    return name;
     EMBER_DTYPES(EMBER_DTYPE_NAME)
 #undef EMBER_DTYPE_NAME
   }
@@ -23,7 +24,8 @@ std::optional<DType> ParseDType(std::string_view name) {
 int DTypeSize(DType t) {
   switch (t) {
 #define EMBER_DTYPE_SIZE(e, name, size) \
-  case DType::e: return size;
+  case DType::e:                        \
+    return size;
     EMBER_DTYPES(EMBER_DTYPE_SIZE)
 #undef EMBER_DTYPE_SIZE
   }
@@ -47,9 +49,9 @@ uint16_t FloatToF16(float f) {
   uint32_t x = FloatToBits(f);
   uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return sign | 0x7e00u;           // NaN
-  if (absx >= 0x477ff000u) return sign | 0x7c00u;          // overflow (incl. inf) after rounding
-  if (absx >= 0x38800000u) {                               // normal f16
+  if (absx > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (absx >= 0x477ff000u) return sign | 0x7c00u;  // overflow (incl. inf) after rounding
+  if (absx >= 0x38800000u) {                       // normal f16
     uint32_t mant = absx & 0x7fffffu;
     uint32_t exp = (absx >> 23) - 127 + 15;
     uint32_t h = (exp << 10) | (mant >> 13);

@@ -210,8 +210,7 @@ TEST(FusionIrTest, SharedBodyPrintedOnceAndNamesMadeUnique) {
   EXPECT_EQ(parsed->node(2).called, parsed->node(3).called);
 }
 
-void ExpectParseError(const std::string& text, const std::string& where,
-                      const std::string& what) {
+void ExpectParseError(const std::string& text, const std::string& where, const std::string& what) {
   auto g = ParseGraph(text);
   ASSERT_FALSE(g.ok()) << text;
   EXPECT_NE(g.status().message().find(where), std::string::npos) << g.status().ToString();
@@ -435,8 +434,8 @@ TEST(FusionIrTest, VerifyRecursesIntoBodies) {
   GraphBuilder b;
   NodeId p0 = b.Parameter(0, kF8);
   NodeId p1 = b.Parameter(1, kF8);
-  b.AddNode(OpKind::kFusion, {p0, p1}, {{"kind", std::string("loop")}},
-            Shape(DType::kF32, {4}), nullptr, "", MulAddBody());
+  b.AddNode(OpKind::kFusion, {p0, p1}, {{"kind", std::string("loop")}}, Shape(DType::kF32, {4}),
+            nullptr, "", MulAddBody());
   EXPECT_NE(b.status().message().find("differs from the body's output"), std::string::npos)
       << b.status().ToString();
   GraphBuilder c;

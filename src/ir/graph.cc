@@ -37,7 +37,8 @@ const std::string& Attrs::GetString(const std::string& key) const {
 const std::vector<int64_t>& Attrs::GetInts(const std::string& key) const {
   static const std::vector<int64_t> kEmpty;
   const AttrValue* v = Find(key);
-  if (v && std::holds_alternative<std::vector<int64_t>>(*v)) return std::get<std::vector<int64_t>>(*v);
+  if (v && std::holds_alternative<std::vector<int64_t>>(*v))
+    return std::get<std::vector<int64_t>>(*v);
   return kEmpty;
 }
 
@@ -58,9 +59,12 @@ std::string AttrValueToString(const AttrValue& v) {
   } else if (auto* s = std::get_if<std::string>(&v)) {
     os << '"';
     for (char c : *s) {
-      if (c == '"' || c == '\\') os << '\\' << c;
-      else if (c == '\n') os << "\\n";
-      else os << c;
+      if (c == '"' || c == '\\')
+        os << '\\' << c;
+      else if (c == '\n')
+        os << "\\n";
+      else
+        os << c;
     }
     os << '"';
   } else {
@@ -71,33 +75,46 @@ std::string AttrValueToString(const AttrValue& v) {
 
 std::string_view ReduceKindName(ReduceKind k) {
   switch (k) {
-    case ReduceKind::kAdd: return "add";
-    case ReduceKind::kMultiply: return "multiply";
-    case ReduceKind::kMaximum: return "maximum";
-    case ReduceKind::kMinimum: return "minimum";
-    case ReduceKind::kAnd: return "and";
-    case ReduceKind::kOr: return "or";
-    case ReduceKind::kAssign: return "assign";
+    case ReduceKind::kAdd:
+      return "add";
+    case ReduceKind::kMultiply:
+      return "multiply";
+    case ReduceKind::kMaximum:
+      return "maximum";
+    case ReduceKind::kMinimum:
+      return "minimum";
+    case ReduceKind::kAnd:
+      return "and";
+    case ReduceKind::kOr:
+      return "or";
+    case ReduceKind::kAssign:
+      return "assign";
   }
   return "?";
 }
 
 std::optional<ReduceKind> ParseReduceKind(std::string_view s) {
-  for (ReduceKind k : {ReduceKind::kAdd, ReduceKind::kMultiply, ReduceKind::kMaximum,
-                       ReduceKind::kMinimum, ReduceKind::kAnd, ReduceKind::kOr,
-                       ReduceKind::kAssign})
+  for (ReduceKind k :
+       {ReduceKind::kAdd, ReduceKind::kMultiply, ReduceKind::kMaximum, ReduceKind::kMinimum,
+        ReduceKind::kAnd, ReduceKind::kOr, ReduceKind::kAssign})
     if (ReduceKindName(k) == s) return k;
   return std::nullopt;
 }
 
 std::string_view ComparisonKindName(ComparisonKind k) {
   switch (k) {
-    case ComparisonKind::kEq: return "EQ";
-    case ComparisonKind::kNe: return "NE";
-    case ComparisonKind::kLt: return "LT";
-    case ComparisonKind::kLe: return "LE";
-    case ComparisonKind::kGt: return "GT";
-    case ComparisonKind::kGe: return "GE";
+    case ComparisonKind::kEq:
+      return "EQ";
+    case ComparisonKind::kNe:
+      return "NE";
+    case ComparisonKind::kLt:
+      return "LT";
+    case ComparisonKind::kLe:
+      return "LE";
+    case ComparisonKind::kGt:
+      return "GT";
+    case ComparisonKind::kGe:
+      return "GE";
   }
   return "?";
 }
@@ -111,8 +128,10 @@ std::optional<ComparisonKind> ParseComparisonKind(std::string_view s) {
 
 std::string_view FusionKindName(FusionKind k) {
   switch (k) {
-    case FusionKind::kLoop: return "loop";
-    case FusionKind::kInput: return "input";
+    case FusionKind::kLoop:
+      return "loop";
+    case FusionKind::kInput:
+      return "input";
   }
   return "?";
 }
@@ -136,8 +155,8 @@ bool ContainsReduction(const Graph& g, int depth) {
 
 }  // namespace
 
-Status CheckFusionBody(const std::vector<Shape>& operands, const Graph* body,
-                       const Shape& result, const std::string& kind) {
+Status CheckFusionBody(const std::vector<Shape>& operands, const Graph* body, const Shape& result,
+                       const std::string& kind) {
   if (!body) return InvalidArgument("fusion: missing body graph (calls=...)");
   const std::string who = "fusion calling '" + body->name() + "': ";
   if (body->parameters().size() != operands.size())
@@ -221,7 +240,8 @@ Status VerifyImpl(const Graph& g, std::set<const Graph*>& verified, int depth) {
     if (n.called && n.op != OpKind::kFusion)
       return InvalidArgument(OpName(n.op), " %", n.id, ": only a fusion may call a body graph");
     if (n.op == OpKind::kFusion) {
-      Status s = CheckFusionBody(operand_shapes, n.called.get(), n.shape, n.attrs.GetString("kind"));
+      Status s =
+          CheckFusionBody(operand_shapes, n.called.get(), n.shape, n.attrs.GetString("kind"));
       if (!s.ok()) return InvalidArgument("fusion %", n.id, ": ", s.message());
       if (verified.insert(n.called.get()).second) {
         Status b = VerifyImpl(*n.called, verified, depth + 1);
@@ -248,16 +268,16 @@ Status VerifyImpl(const Graph& g, std::set<const Graph*>& verified, int depth) {
       return InvalidArgument("output %", out, " is not a node of the graph");
   for (auto [out, param] : g.aliases()) {
     if (out < 0 || out >= static_cast<int>(g.outputs().size()))
-      return InvalidArgument("alias: output index ", out, " out of range [0, ",
-                             g.outputs().size(), ")");
+      return InvalidArgument("alias: output index ", out, " out of range [0, ", g.outputs().size(),
+                             ")");
     if (param < 0 || param >= static_cast<int>(g.parameters().size()))
       return InvalidArgument("alias: parameter index ", param, " out of range [0, ",
                              g.parameters().size(), ")");
     const Shape& os = g.node(g.outputs()[out]).shape;
     const Shape& ps = g.node(g.parameters()[param]).shape;
     if (os != ps)
-      return InvalidArgument("alias: output ", out, " (", os.ToString(), ") and parameter ",
-                             param, " (", ps.ToString(), ") differ in shape");
+      return InvalidArgument("alias: output ", out, " (", os.ToString(), ") and parameter ", param,
+                             " (", ps.ToString(), ") differ in shape");
   }
   return OkStatus();
 }

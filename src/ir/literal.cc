@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -110,7 +110,8 @@ void Store(uint8_t* p, int64_t i, T v) {
 template <typename T>
 T SaturatingCast(double v) {
   if (std::isnan(v)) return 0;
-  if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+  if (v <= static_cast<double>(std::numeric_limits<T>::lowest()))
+    return std::numeric_limits<T>::lowest();
   if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
   return static_cast<T>(v);
 }
@@ -119,21 +120,36 @@ T SaturatingCast(double v) {
 double Literal::GetDouble(int64_t i) const {
   const uint8_t* p = static_cast<const uint8_t*>(data());
   switch (dtype()) {
-    case DType::kPred: return Load<uint8_t>(p, i) ? 1.0 : 0.0;
-    case DType::kS8: return Load<int8_t>(p, i);
-    case DType::kS16: return Load<int16_t>(p, i);
-    case DType::kS32: return Load<int32_t>(p, i);
-    case DType::kS64: return static_cast<double>(Load<int64_t>(p, i));
-    case DType::kU8: return Load<uint8_t>(p, i);
-    case DType::kU16: return Load<uint16_t>(p, i);
-    case DType::kU32: return Load<uint32_t>(p, i);
-    case DType::kU64: return static_cast<double>(Load<uint64_t>(p, i));
-    case DType::kF16: return F16ToFloat(Load<uint16_t>(p, i));
-    case DType::kBF16: return BF16ToFloat(Load<uint16_t>(p, i));
-    case DType::kF32: return Load<float>(p, i);
-    case DType::kF64: return Load<double>(p, i);
-    case DType::kC64: return Load<float>(p, 2 * i);
-    case DType::kC128: return Load<double>(p, 2 * i);
+    case DType::kPred:
+      return Load<uint8_t>(p, i) ? 1.0 : 0.0;
+    case DType::kS8:
+      return Load<int8_t>(p, i);
+    case DType::kS16:
+      return Load<int16_t>(p, i);
+    case DType::kS32:
+      return Load<int32_t>(p, i);
+    case DType::kS64:
+      return static_cast<double>(Load<int64_t>(p, i));
+    case DType::kU8:
+      return Load<uint8_t>(p, i);
+    case DType::kU16:
+      return Load<uint16_t>(p, i);
+    case DType::kU32:
+      return Load<uint32_t>(p, i);
+    case DType::kU64:
+      return static_cast<double>(Load<uint64_t>(p, i));
+    case DType::kF16:
+      return F16ToFloat(Load<uint16_t>(p, i));
+    case DType::kBF16:
+      return BF16ToFloat(Load<uint16_t>(p, i));
+    case DType::kF32:
+      return Load<float>(p, i);
+    case DType::kF64:
+      return Load<double>(p, i);
+    case DType::kC64:
+      return Load<float>(p, 2 * i);
+    case DType::kC128:
+      return Load<double>(p, 2 * i);
   }
   return 0;
 }
@@ -148,53 +164,115 @@ std::complex<double> Literal::GetComplex(int64_t i) const {
 int64_t Literal::GetInt(int64_t i) const {
   const uint8_t* p = static_cast<const uint8_t*>(data());
   switch (dtype()) {
-    case DType::kPred: return Load<uint8_t>(p, i) ? 1 : 0;
-    case DType::kS8: return Load<int8_t>(p, i);
-    case DType::kS16: return Load<int16_t>(p, i);
-    case DType::kS32: return Load<int32_t>(p, i);
-    case DType::kS64: return Load<int64_t>(p, i);
-    case DType::kU8: return Load<uint8_t>(p, i);
-    case DType::kU16: return Load<uint16_t>(p, i);
-    case DType::kU32: return Load<uint32_t>(p, i);
-    case DType::kU64: return static_cast<int64_t>(Load<uint64_t>(p, i));
-    default: return SaturatingCast<int64_t>(GetDouble(i));
+    case DType::kPred:
+      return Load<uint8_t>(p, i) ? 1 : 0;
+    case DType::kS8:
+      return Load<int8_t>(p, i);
+    case DType::kS16:
+      return Load<int16_t>(p, i);
+    case DType::kS32:
+      return Load<int32_t>(p, i);
+    case DType::kS64:
+      return Load<int64_t>(p, i);
+    case DType::kU8:
+      return Load<uint8_t>(p, i);
+    case DType::kU16:
+      return Load<uint16_t>(p, i);
+    case DType::kU32:
+      return Load<uint32_t>(p, i);
+    case DType::kU64:
+      return static_cast<int64_t>(Load<uint64_t>(p, i));
+    default:
+      return SaturatingCast<int64_t>(GetDouble(i));
   }
 }
 
 void Literal::SetDouble(int64_t i, double v) {
   uint8_t* p = static_cast<uint8_t*>(data());
   switch (dtype()) {
-    case DType::kPred: Store<uint8_t>(p, i, v != 0 ? 1 : 0); return;
-    case DType::kS8: Store<int8_t>(p, i, SaturatingCast<int8_t>(v)); return;
-    case DType::kS16: Store<int16_t>(p, i, SaturatingCast<int16_t>(v)); return;
-    case DType::kS32: Store<int32_t>(p, i, SaturatingCast<int32_t>(v)); return;
-    case DType::kS64: Store<int64_t>(p, i, SaturatingCast<int64_t>(v)); return;
-    case DType::kU8: Store<uint8_t>(p, i, SaturatingCast<uint8_t>(v)); return;
-    case DType::kU16: Store<uint16_t>(p, i, SaturatingCast<uint16_t>(v)); return;
-    case DType::kU32: Store<uint32_t>(p, i, SaturatingCast<uint32_t>(v)); return;
-    case DType::kU64: Store<uint64_t>(p, i, SaturatingCast<uint64_t>(v)); return;
-    case DType::kF16: Store<uint16_t>(p, i, FloatToF16(static_cast<float>(v))); return;
-    case DType::kBF16: Store<uint16_t>(p, i, FloatToBF16(static_cast<float>(v))); return;
-    case DType::kF32: Store<float>(p, i, static_cast<float>(v)); return;
-    case DType::kF64: Store<double>(p, i, v); return;
-    case DType::kC64: Store<float>(p, 2 * i, static_cast<float>(v)); Store<float>(p, 2 * i + 1, 0.f); return;
-    case DType::kC128: Store<double>(p, 2 * i, v); Store<double>(p, 2 * i + 1, 0.0); return;
+    case DType::kPred:
+      Store<uint8_t>(p, i, v != 0 ? 1 : 0);
+      return;
+    case DType::kS8:
+      Store<int8_t>(p, i, SaturatingCast<int8_t>(v));
+      return;
+    case DType::kS16:
+      Store<int16_t>(p, i, SaturatingCast<int16_t>(v));
+      return;
+    case DType::kS32:
+      Store<int32_t>(p, i, SaturatingCast<int32_t>(v));
+      return;
+    case DType::kS64:
+      Store<int64_t>(p, i, SaturatingCast<int64_t>(v));
+      return;
+    case DType::kU8:
+      Store<uint8_t>(p, i, SaturatingCast<uint8_t>(v));
+      return;
+    case DType::kU16:
+      Store<uint16_t>(p, i, SaturatingCast<uint16_t>(v));
+      return;
+    case DType::kU32:
+      Store<uint32_t>(p, i, SaturatingCast<uint32_t>(v));
+      return;
+    case DType::kU64:
+      Store<uint64_t>(p, i, SaturatingCast<uint64_t>(v));
+      return;
+    case DType::kF16:
+      Store<uint16_t>(p, i, FloatToF16(static_cast<float>(v)));
+      return;
+    case DType::kBF16:
+      Store<uint16_t>(p, i, FloatToBF16(static_cast<float>(v)));
+      return;
+    case DType::kF32:
+      Store<float>(p, i, static_cast<float>(v));
+      return;
+    case DType::kF64:
+      Store<double>(p, i, v);
+      return;
+    case DType::kC64:
+      Store<float>(p, 2 * i, static_cast<float>(v));
+      Store<float>(p, 2 * i + 1, 0.f);
+      return;
+    case DType::kC128:
+      Store<double>(p, 2 * i, v);
+      Store<double>(p, 2 * i + 1, 0.0);
+      return;
   }
 }
 
 void Literal::SetInt(int64_t i, int64_t v) {
   uint8_t* p = static_cast<uint8_t*>(data());
   switch (dtype()) {
-    case DType::kPred: Store<uint8_t>(p, i, v != 0 ? 1 : 0); return;
-    case DType::kS8: Store<int8_t>(p, i, static_cast<int8_t>(v)); return;
-    case DType::kS16: Store<int16_t>(p, i, static_cast<int16_t>(v)); return;
-    case DType::kS32: Store<int32_t>(p, i, static_cast<int32_t>(v)); return;
-    case DType::kS64: Store<int64_t>(p, i, v); return;
-    case DType::kU8: Store<uint8_t>(p, i, static_cast<uint8_t>(v)); return;
-    case DType::kU16: Store<uint16_t>(p, i, static_cast<uint16_t>(v)); return;
-    case DType::kU32: Store<uint32_t>(p, i, static_cast<uint32_t>(v)); return;
-    case DType::kU64: Store<uint64_t>(p, i, static_cast<uint64_t>(v)); return;
-    default: SetDouble(i, static_cast<double>(v)); return;
+    case DType::kPred:
+      Store<uint8_t>(p, i, v != 0 ? 1 : 0);
+      return;
+    case DType::kS8:
+      Store<int8_t>(p, i, static_cast<int8_t>(v));
+      return;
+    case DType::kS16:
+      Store<int16_t>(p, i, static_cast<int16_t>(v));
+      return;
+    case DType::kS32:
+      Store<int32_t>(p, i, static_cast<int32_t>(v));
+      return;
+    case DType::kS64:
+      Store<int64_t>(p, i, v);
+      return;
+    case DType::kU8:
+      Store<uint8_t>(p, i, static_cast<uint8_t>(v));
+      return;
+    case DType::kU16:
+      Store<uint16_t>(p, i, static_cast<uint16_t>(v));
+      return;
+    case DType::kU32:
+      Store<uint32_t>(p, i, static_cast<uint32_t>(v));
+      return;
+    case DType::kU64:
+      Store<uint64_t>(p, i, static_cast<uint64_t>(v));
+      return;
+    default:
+      SetDouble(i, static_cast<double>(v));
+      return;
   }
 }
 
@@ -206,7 +284,8 @@ bool Literal::BitwiseEquals(const Literal& o) const {
     return true;
   }
   return size_bytes() == o.size_bytes() &&
-         (size_bytes() == 0 || std::memcmp(data(), o.data(), static_cast<size_t>(size_bytes())) == 0);
+         (size_bytes() == 0 ||
+          std::memcmp(data(), o.data(), static_cast<size_t>(size_bytes())) == 0);
 }
 
 namespace {

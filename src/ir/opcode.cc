@@ -5,7 +5,8 @@ namespace ember {
 std::string_view OpName(OpKind op) {
   switch (op) {
 #define EMBER_OP_NAME(e, name, cat) \
-  case OpKind::e: return name;
+  case OpKind::e:                   \
+    return name;
     EMBER_OPS(EMBER_OP_NAME)
 #undef EMBER_OP_NAME
   }
@@ -23,7 +24,8 @@ std::optional<OpKind> ParseOpName(std::string_view name) {
 OpCategoryKind OpCategory(OpKind op) {
   switch (op) {
 #define EMBER_OP_CAT(e, name, cat) \
-  case OpKind::e: return OpCategoryKind::cat;
+  case OpKind::e:                  \
+    return OpCategoryKind::cat;
     EMBER_OPS(EMBER_OP_CAT)
 #undef EMBER_OP_CAT
   }

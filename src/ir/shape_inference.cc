@@ -31,7 +31,8 @@ class Checker {
     return OkStatus();
   }
   Status MinArity(size_t n) const {
-    if (operands_.size() < n) return Error("expected at least ", n, " operand(s), got ", operands_.size());
+    if (operands_.size() < n)
+      return Error("expected at least ", n, " operand(s), got ", operands_.size());
     return OkStatus();
   }
   Status AllArrays() const {
@@ -39,13 +40,18 @@ class Checker {
       if (operands_[i].is_tuple()) return Error("operand ", i, " must be an array, not a tuple");
     return OkStatus();
   }
-  Status Int(const std::string& key, int64_t* out, std::optional<int64_t> def = std::nullopt) const {
+  Status Int(const std::string& key, int64_t* out,
+             std::optional<int64_t> def = std::nullopt) const {
     const AttrValue* v = attrs_.Find(key);
     if (!v) {
-      if (def) { *out = *def; return OkStatus(); }
+      if (def) {
+        *out = *def;
+        return OkStatus();
+      }
       return Error("missing integer attribute '", key, "'");
     }
-    if (!std::holds_alternative<int64_t>(*v)) return Error("attribute '", key, "' must be an integer");
+    if (!std::holds_alternative<int64_t>(*v))
+      return Error("attribute '", key, "' must be an integer");
     *out = std::get<int64_t>(*v);
     return OkStatus();
   }
@@ -54,7 +60,10 @@ class Checker {
               std::optional<int64_t> fill = std::nullopt) const {
     const AttrValue* v = attrs_.Find(key);
     if (!v) {
-      if (fill && size >= 0) { out->assign(size, *fill); return OkStatus(); }
+      if (fill && size >= 0) {
+        out->assign(size, *fill);
+        return OkStatus();
+      }
       return Error("missing integer-list attribute '", key, "'");
     }
     if (!std::holds_alternative<std::vector<int64_t>>(*v))
@@ -66,7 +75,8 @@ class Checker {
   }
   Status Str(const std::string& key, std::string* out) const {
     const AttrValue* v = attrs_.Find(key);
-    if (!v || !std::holds_alternative<std::string>(*v)) return Error("missing string attribute '", key, "'");
+    if (!v || !std::holds_alternative<std::string>(*v))
+      return Error("missing string attribute '", key, "'");
     *out = std::get<std::string>(*v);
     return OkStatus();
   }
@@ -74,8 +84,11 @@ class Checker {
   Status DimList(const std::string& what, const std::vector<int64_t>& dims, int rank) const {
     std::set<int64_t> seen;
     for (int64_t d : dims) {
-      if (d < 0 || d >= rank) return Error(what, " ", DimsToString(dims), ": dimension ", d, " out of range [0, ", rank, ")");
-      if (!seen.insert(d).second) return Error(what, " ", DimsToString(dims), ": dimension ", d, " repeated");
+      if (d < 0 || d >= rank)
+        return Error(what, " ", DimsToString(dims), ": dimension ", d, " out of range [0, ", rank,
+                     ")");
+      if (!seen.insert(d).second)
+        return Error(what, " ", DimsToString(dims), ": dimension ", d, " repeated");
     }
     return OkStatus();
   }
@@ -171,7 +184,8 @@ StatusOr<Shape> InferGather(const Checker& c) {
     if (i != ivd) batch_dims.push_back(indices.dim(i));
   int64_t out_rank = static_cast<int64_t>(batch_dims.size()) + operand.rank() -
                      static_cast<int64_t>(collapsed.size());
-  if (static_cast<int64_t>(offset_dims.size()) != operand.rank() - static_cast<int64_t>(collapsed.size()))
+  if (static_cast<int64_t>(offset_dims.size()) !=
+      operand.rank() - static_cast<int64_t>(collapsed.size()))
     return c.Error("offset_dims must have operand rank - |collapsed_slice_dims| = ",
                    operand.rank() - static_cast<int64_t>(collapsed.size()), " entries");
   EMBER_RETURN_IF_ERROR(c.DimList("offset_dims", offset_dims, static_cast<int>(out_rank)));
@@ -179,12 +193,15 @@ StatusOr<Shape> InferGather(const Checker& c) {
     return c.Error("offset_dims must be sorted");
   std::vector<int64_t> window;
   for (int i = 0; i < operand.rank(); ++i)
-    if (!std::binary_search(collapsed.begin(), collapsed.end(), i)) window.push_back(slice_sizes[i]);
+    if (!std::binary_search(collapsed.begin(), collapsed.end(), i))
+      window.push_back(slice_sizes[i]);
   std::vector<int64_t> out(out_rank);
   size_t wi = 0, bi = 0;
   for (int64_t i = 0; i < out_rank; ++i) {
-    if (std::binary_search(offset_dims.begin(), offset_dims.end(), i)) out[i] = window[wi++];
-    else out[i] = batch_dims[bi++];
+    if (std::binary_search(offset_dims.begin(), offset_dims.end(), i))
+      out[i] = window[wi++];
+    else
+      out[i] = batch_dims[bi++];
   }
   return Shape(operand.dtype(), out);
 }
@@ -206,7 +223,9 @@ StatusOr<Shape> InferScatter(const Checker& c) {
   EMBER_RETURN_IF_ERROR(c.Int("index_vector_dim", &ivd));
   EMBER_RETURN_IF_ERROR(c.Str("to_apply", &to_apply));
   auto kind = ParseReduceKind(to_apply);
-  if (!kind) return c.Error("to_apply '", to_apply, "' is not one of assign, add, multiply, maximum, minimum, and, or");
+  if (!kind)
+    return c.Error("to_apply '", to_apply,
+                   "' is not one of assign, add, multiply, maximum, minimum, and, or");
   if ((*kind == ReduceKind::kAnd || *kind == ReduceKind::kOr) && !IsIntOrPred(operand.dtype()))
     return c.Error("to_apply=", to_apply, " needs pred or integer values");
   if (IsComplex(operand.dtype()) && *kind != ReduceKind::kAssign)
@@ -219,20 +238,25 @@ StatusOr<Shape> InferScatter(const Checker& c) {
                    " entries but the index vector has ", index_vector_size);
   EMBER_RETURN_IF_ERROR(c.DimList("scatter_dims_to_operand_dims", to_operand, operand.rank()));
   EMBER_RETURN_IF_ERROR(c.DimList("inserted_window_dims", inserted, operand.rank()));
-  if (!std::is_sorted(inserted.begin(), inserted.end())) return c.Error("inserted_window_dims must be sorted");
-  if (static_cast<int64_t>(window_dims.size()) + static_cast<int64_t>(inserted.size()) != operand.rank())
-    return c.Error("|update_window_dims| + |inserted_window_dims| must equal the operand rank ", operand.rank());
+  if (!std::is_sorted(inserted.begin(), inserted.end()))
+    return c.Error("inserted_window_dims must be sorted");
+  if (static_cast<int64_t>(window_dims.size()) + static_cast<int64_t>(inserted.size()) !=
+      operand.rank())
+    return c.Error("|update_window_dims| + |inserted_window_dims| must equal the operand rank ",
+                   operand.rank());
   EMBER_RETURN_IF_ERROR(c.DimList("update_window_dims", window_dims, updates.rank()));
-  if (!std::is_sorted(window_dims.begin(), window_dims.end())) return c.Error("update_window_dims must be sorted");
+  if (!std::is_sorted(window_dims.begin(), window_dims.end()))
+    return c.Error("update_window_dims must be sorted");
   std::vector<int64_t> batch_dims;
   for (int i = 0; i < indices.rank(); ++i)
     if (i != ivd) batch_dims.push_back(indices.dim(i));
   if (updates.rank() != static_cast<int>(batch_dims.size() + window_dims.size()))
-    return c.Error("updates rank ", updates.rank(), " must be ", batch_dims.size() + window_dims.size(),
-                   " (scatter dims + window dims)");
+    return c.Error("updates rank ", updates.rank(), " must be ",
+                   batch_dims.size() + window_dims.size(), " (scatter dims + window dims)");
   std::vector<int64_t> operand_window;
   for (int i = 0; i < operand.rank(); ++i)
-    if (!std::binary_search(inserted.begin(), inserted.end(), i)) operand_window.push_back(operand.dim(i));
+    if (!std::binary_search(inserted.begin(), inserted.end(), i))
+      operand_window.push_back(operand.dim(i));
   size_t wi = 0, bi = 0;
   for (int i = 0; i < updates.rank(); ++i) {
     if (std::binary_search(window_dims.begin(), window_dims.end(), i)) {
@@ -242,8 +266,8 @@ StatusOr<Shape> InferScatter(const Checker& c) {
       ++wi;
     } else {
       if (updates.dim(i) != batch_dims[bi])
-        return c.Error("updates scatter dimension ", i, " has size ", updates.dim(i),
-                       ", expected ", batch_dims[bi], " (from indices)");
+        return c.Error("updates scatter dimension ", i, " has size ", updates.dim(i), ", expected ",
+                       batch_dims[bi], " (from indices)");
       ++bi;
     }
   }
@@ -265,13 +289,16 @@ StatusOr<Shape> InferReduceWindow(const Checker& c) {
   EMBER_RETURN_IF_ERROR(c.Str("to_apply", &to_apply));
   auto kind = ParseReduceKind(to_apply);
   if (!kind || *kind == ReduceKind::kAssign)
-    return c.Error("to_apply '", to_apply, "' is not one of add, multiply, maximum, minimum, and, or");
-  if ((*kind == ReduceKind::kAnd || *kind == ReduceKind::kOr) ? !IsIntOrPred(x.dtype()) : !IsNumeric(x.dtype()))
+    return c.Error("to_apply '", to_apply,
+                   "' is not one of add, multiply, maximum, minimum, and, or");
+  if ((*kind == ReduceKind::kAnd || *kind == ReduceKind::kOr) ? !IsIntOrPred(x.dtype())
+                                                              : !IsNumeric(x.dtype()))
     return c.Error("to_apply=", to_apply, " does not accept ", DTypeName(x.dtype()));
   std::vector<int64_t> out(r);
   for (int i = 0; i < r; ++i) {
     if (window[i] < 1 || strides[i] < 1 || dil[i] < 1 || lo[i] < 0 || hi[i] < 0)
-      return c.Error("dimension ", i, ": window sizes, strides and dilations must be >= 1 and padding >= 0");
+      return c.Error("dimension ", i,
+                     ": window sizes, strides and dilations must be >= 1 and padding >= 0");
     int64_t padded = x.dim(i) + lo[i] + hi[i];
     int64_t span = (window[i] - 1) * dil[i] + 1;
     out[i] = padded < span ? 0 : (padded - span) / strides[i] + 1;
@@ -324,7 +351,9 @@ StatusOr<Shape> InferConvolution(const Checker& c) {
   if (l.dtype() != r.dtype()) return c.Error("input and kernel must have the same dtype");
   if (!IsNumeric(l.dtype())) return c.Error("expected integer or floating-point operands");
   if (l.rank() < 3 || r.rank() != l.rank())
-    return c.Error("expected input [N, C, spatial...] and kernel [O, C/groups, spatial...] of equal rank >= 3");
+    return c.Error(
+        "expected input [N, C, spatial...] and kernel [O, C/groups, spatial...] of equal rank >= "
+        "3");
   const int s = l.rank() - 2;
   std::vector<int64_t> strides, lo, hi, ldil, rdil;
   int64_t groups;
@@ -339,7 +368,8 @@ StatusOr<Shape> InferConvolution(const Checker& c) {
     return c.Error("input channels ", l.dim(1), " must equal kernel input channels ", r.dim(1),
                    " x feature_group_count ", groups);
   if (r.dim(0) % groups != 0)
-    return c.Error("output channels ", r.dim(0), " must be divisible by feature_group_count ", groups);
+    return c.Error("output channels ", r.dim(0), " must be divisible by feature_group_count ",
+                   groups);
   std::vector<int64_t> out = {l.dim(0), r.dim(0)};
   for (int i = 0; i < s; ++i) {
     if (strides[i] < 1 || ldil[i] < 1 || rdil[i] < 1)
@@ -374,7 +404,8 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       int64_t dim;  // iota
       EMBER_RETURN_IF_ERROR(c.Int("iota_dimension", &dim));
       if (dim < 0 || dim >= s.rank())
-        return c.Error("iota_dimension ", dim, " out of range [0, ", s.rank(), ") for ", s.ToString());
+        return c.Error("iota_dimension ", dim, " out of range [0, ", s.rank(), ") for ",
+                       s.ToString());
       if (IsComplex(s.dtype())) return c.Error("iota cannot produce complex values");
       return s;
     }
@@ -387,7 +418,8 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       int64_t stream;
       EMBER_RETURN_IF_ERROR(c.Int("stream", &stream));
       EMBER_ASSIGN_OR_RETURN(Shape s, RequireDeclared(c, declared));
-      if (s.is_tuple() || !IsFloat(s.dtype())) return c.Error("result must be a floating-point array");
+      if (s.is_tuple() || !IsFloat(s.dtype()))
+        return c.Error("result must be a floating-point array");
       return s;
     }
     case OpCategoryKind::kUnary: {
@@ -397,7 +429,8 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       if (op == OpKind::kConvert) {
         EMBER_ASSIGN_OR_RETURN(Shape s, RequireDeclared(c, declared));
         if (s.is_tuple() || s.dims() != x.dims())
-          return c.Error("convert keeps the dims ", DimsToString(x.dims()), "; got result ", s.ToString());
+          return c.Error("convert keeps the dims ", DimsToString(x.dims()), "; got result ",
+                         s.ToString());
         if (IsComplex(x.dtype()) && !IsComplex(s.dtype()))
           return c.Error("complex to real conversion would discard the imaginary part");
         return s;
@@ -409,12 +442,15 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       EMBER_RETURN_IF_ERROR(c.Arity(2));
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       if (ops[0] != ops[1])
-        return c.Error("expected operands of one shape and dtype (broadcast with broadcast-in-dim, cast with convert)");
+        return c.Error(
+            "expected operands of one shape and dtype (broadcast with broadcast-in-dim, cast with "
+            "convert)");
       EMBER_RETURN_IF_ERROR(CheckBinaryDType(c, ops[0].dtype()));
       if (op == OpKind::kCompare) {
         std::string dir;
         EMBER_RETURN_IF_ERROR(c.Str("direction", &dir));
-        if (!ParseComparisonKind(dir)) return c.Error("direction '", dir, "' is not one of EQ, NE, LT, LE, GT, GE");
+        if (!ParseComparisonKind(dir))
+          return c.Error("direction '", dir, "' is not one of EQ, NE, LT, LE, GT, GE");
         return ops[0].with_dtype(DType::kPred);
       }
       return ops[0];
@@ -453,7 +489,8 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
         EMBER_RETURN_IF_ERROR(c.Str("to_apply", &to_apply));
         auto kind = ParseReduceKind(to_apply);
         if (!kind || *kind == ReduceKind::kAssign)
-          return c.Error("to_apply '", to_apply, "' is not one of add, multiply, maximum, minimum, and, or");
+          return c.Error("to_apply '", to_apply,
+                         "' is not one of add, multiply, maximum, minimum, and, or");
         bool logical = *kind == ReduceKind::kAnd || *kind == ReduceKind::kOr;
         if (logical ? !IsIntOrPred(x.dtype()) : !IsNumeric(x.dtype()))
           return c.Error("to_apply=", to_apply, " does not accept ", DTypeName(x.dtype()));
@@ -464,7 +501,8 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       }
       int64_t dim;  // argmax / argmin
       EMBER_RETURN_IF_ERROR(c.Int("dimension", &dim));
-      if (dim < 0 || dim >= x.rank()) return c.Error("dimension ", dim, " out of range [0, ", x.rank(), ")");
+      if (dim < 0 || dim >= x.rank())
+        return c.Error("dimension ", dim, " out of range [0, ", x.rank(), ")");
       if (!IsNumeric(x.dtype()) && !IsPred(x.dtype())) return c.Error("expected a real operand");
       if (x.dim(dim) == 0) return c.Error("cannot take ", OpName(op), " over an empty dimension");
       DType index_type = DType::kS64;
@@ -532,21 +570,24 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
   switch (op) {
     case OpKind::kBroadcastInDim: {
       EMBER_ASSIGN_OR_RETURN(Shape s, RequireDeclared(c, declared));
-      if (s.is_tuple() || s.dtype() != x.dtype()) return c.Error("result must be an array of the operand's dtype");
+      if (s.is_tuple() || s.dtype() != x.dtype())
+        return c.Error("result must be an array of the operand's dtype");
       std::vector<int64_t> dims;
       EMBER_RETURN_IF_ERROR(c.Ints("dimensions", &dims, r));
       EMBER_RETURN_IF_ERROR(c.DimList("dimensions", dims, s.rank()));
       for (int i = 0; i < r; ++i)
         if (x.dim(i) != 1 && x.dim(i) != s.dim(dims[i]))
-          return c.Error("operand dim ", i, " (size ", x.dim(i), ") cannot broadcast to result dim ",
-                         dims[i], " (size ", s.dim(dims[i]), ") of ", s.ToString());
+          return c.Error("operand dim ", i, " (size ", x.dim(i),
+                         ") cannot broadcast to result dim ", dims[i], " (size ", s.dim(dims[i]),
+                         ") of ", s.ToString());
       return s;
     }
     case OpKind::kReshape: {
       EMBER_ASSIGN_OR_RETURN(Shape s, RequireDeclared(c, declared));
       if (s.is_tuple() || s.dtype() != x.dtype() || s.num_elements() != x.num_elements())
         return c.Error("cannot reshape to ", s.ToString(), ": element count or dtype differs");
-      for (int64_t d : s.dims()) if (d < 0) return c.Error("negative dimension in ", s.ToString());
+      for (int64_t d : s.dims())
+        if (d < 0) return c.Error("negative dimension in ", s.ToString());
       return s;
     }
     case OpKind::kTranspose: {
@@ -575,7 +616,8 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
     case OpKind::kDynamicUpdateSlice: {
       size_t first_index = op == OpKind::kDynamicSlice ? 1 : 2;
       if (ops.size() != first_index + r)
-        return c.Error("expected one start index per operand dimension (", r, "), got ", ops.size() - first_index);
+        return c.Error("expected one start index per operand dimension (", r, "), got ",
+                       ops.size() - first_index);
       for (size_t i = first_index; i < ops.size(); ++i)
         if (!ops[i].is_scalar() || !IsInteger(ops[i].dtype()))
           return c.Error("start index operand ", i, " must be an integer scalar");
@@ -584,11 +626,13 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
         EMBER_RETURN_IF_ERROR(c.Ints("slice_sizes", &sizes, r));
         for (int i = 0; i < r; ++i)
           if (sizes[i] < 0 || sizes[i] > x.dim(i))
-            return c.Error("slice_sizes ", DimsToString(sizes), ": entry ", i, " out of range [0, ", x.dim(i), "]");
+            return c.Error("slice_sizes ", DimsToString(sizes), ": entry ", i, " out of range [0, ",
+                           x.dim(i), "]");
         return Shape(x.dtype(), sizes);
       }
       const Shape& u = ops[1];
-      if (u.dtype() != x.dtype() || u.rank() != r) return c.Error("update must have the operand's dtype and rank");
+      if (u.dtype() != x.dtype() || u.rank() != r)
+        return c.Error("update must have the operand's dtype and rank");
       for (int i = 0; i < r; ++i)
         if (u.dim(i) > x.dim(i)) return c.Error("update dim ", i, " is larger than the operand's");
       return x;
@@ -603,13 +647,15 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
           return c.Error("all operands must have one dtype and rank");
         for (int d = 0; d < r; ++d)
           if (d != dim && ops[i].dim(d) != x.dim(d))
-            return c.Error("operand ", i, " differs in dimension ", d, " (only dimension ", dim, " may differ)");
+            return c.Error("operand ", i, " differs in dimension ", d, " (only dimension ", dim,
+                           " may differ)");
         out[dim] += ops[i].dim(dim);
       }
       return Shape(x.dtype(), out);
     }
     case OpKind::kPad: {
-      if (ops[1] != Shape(x.dtype(), {})) return c.Error("padding value must be a scalar of the operand's dtype");
+      if (ops[1] != Shape(x.dtype(), {}))
+        return c.Error("padding value must be a scalar of the operand's dtype");
       std::vector<int64_t> lo, hi, interior;
       EMBER_RETURN_IF_ERROR(c.Ints("low", &lo, r));
       EMBER_RETURN_IF_ERROR(c.Ints("high", &hi, r));
@@ -619,7 +665,8 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
         if (interior[i] < 0) return c.Error("interior padding must be >= 0");
         int64_t core = x.dim(i) == 0 ? 0 : x.dim(i) + (x.dim(i) - 1) * interior[i];
         out[i] = core + lo[i] + hi[i];
-        if (out[i] < 0) return c.Error("dimension ", i, ": padding crops more than the operand holds");
+        if (out[i] < 0)
+          return c.Error("dimension ", i, ": padding crops more than the operand holds");
       }
       return Shape(x.dtype(), out);
     }
@@ -637,9 +684,15 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
 // Ops whose result shape is fully derived; a declared shape must equal it.
 bool DeclaredIsResult(OpKind op) {
   switch (op) {
-    case OpKind::kParameter: case OpKind::kIota: case OpKind::kRngUniform:
-    case OpKind::kRngNormal: case OpKind::kConvert: case OpKind::kReshape:
-    case OpKind::kBroadcastInDim: case OpKind::kCustomCall: case OpKind::kFusion:
+    case OpKind::kParameter:
+    case OpKind::kIota:
+    case OpKind::kRngUniform:
+    case OpKind::kRngNormal:
+    case OpKind::kConvert:
+    case OpKind::kReshape:
+    case OpKind::kBroadcastInDim:
+    case OpKind::kCustomCall:
+    case OpKind::kFusion:
       return true;
     default:
       return false;

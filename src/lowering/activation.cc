@@ -19,7 +19,7 @@ namespace ember::lowering {
 
 namespace {
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;   // 1/sqrt(2)
+constexpr double kSqrt1_2 = 0.70710678118654752440;  // 1/sqrt(2)
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 constexpr double kSqrt2 = 1.41421356237309504880;
 constexpr double kKappa = 0.044715;
@@ -58,13 +58,15 @@ LowerResult LowerGelu(GraphBuilder& b, const AtenCall& c) {
   EMBER_ASSIGN_OR_RETURN(auto approx, OptStringAt(c, approx_at));
   bool tanh = approx && *approx == "tanh";
   if (approx && !tanh && *approx != "none") return Declined("gelu approximate=" + *approx);
-  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c, kBackward ? std::vector<size_t>{0, 1}
-                                                                  : std::vector<size_t>{0}));
+  EMBER_ASSIGN_OR_RETURN(
+      Prepared p,
+      PrepareArgs(b, c, kBackward ? std::vector<size_t>{0, 1} : std::vector<size_t>{0}));
   Ew& e = p.e;
   NodeId x = p.v.back();
   NodeId half = e.Const(0.5), one = e.Const(1);
   if (!tanh) {
-    NodeId cdf = b.Multiply(half, b.Add(one, b.Unary(OpKind::kErf, b.Multiply(x, e.Const(kSqrt1_2)))));
+    NodeId cdf =
+        b.Multiply(half, b.Add(one, b.Unary(OpKind::kErf, b.Multiply(x, e.Const(kSqrt1_2)))));
     if (!kBackward) return Done(b, c, b.Multiply(x, cdf));
     NodeId pdf = b.Multiply(e.Const(kTwoOverSqrtPi * kSqrt1_2 * 0.5),
                             b.Exp(b.Multiply(b.Multiply(x, x), e.Const(-0.5))));
@@ -100,8 +102,8 @@ LowerResult LowerSiluBackward(GraphBuilder& b, const AtenCall& c) {
   EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c, {0, 1}));
   NodeId x = p.v[1], one = p.e.Const(1);
   NodeId s = Sigmoid(b, p.e, x);
-  return Done(b, c, b.Multiply(b.Multiply(p.v[0], s),
-                               b.Add(one, b.Multiply(x, b.Subtract(one, s)))));
+  return Done(b, c,
+              b.Multiply(b.Multiply(p.v[0], s), b.Add(one, b.Multiply(x, b.Subtract(one, s)))));
 }
 
 // sigmoid_backward(grad_output, output) = dy * (1 - y) * y
@@ -149,8 +151,9 @@ LowerResult LowerThreshold(GraphBuilder& b, const AtenCall& c) {
 // = (self <= min || self >= max) ? 0 : grad
 template <bool kBackward>
 LowerResult LowerHardtanh(GraphBuilder& b, const AtenCall& c) {
-  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c, kBackward ? std::vector<size_t>{0, 1, 2, 3}
-                                                                  : std::vector<size_t>{0, 1, 2}));
+  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c,
+                                                 kBackward ? std::vector<size_t>{0, 1, 2, 3}
+                                                           : std::vector<size_t>{0, 1, 2}));
   if (!kBackward) return Done(b, c, b.Minimum(b.Maximum(p.v[0], p.v[1]), p.v[2]));
   NodeId x = p.v[1];
   NodeId out_of = b.Binary(OpKind::kOr, Cmp(b, x, p.v[2], ComparisonKind::kLe),
@@ -162,8 +165,9 @@ LowerResult LowerHardtanh(GraphBuilder& b, const AtenCall& c) {
 // leaky_relu_backward(grad, self, negative_slope, self_is_result) = x > 0 ? dy : dy * slope
 template <bool kBackward>
 LowerResult LowerLeakyRelu(GraphBuilder& b, const AtenCall& c) {
-  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c, kBackward ? std::vector<size_t>{0, 1, 2}
-                                                                  : std::vector<size_t>{0, 1}));
+  EMBER_ASSIGN_OR_RETURN(
+      Prepared p,
+      PrepareArgs(b, c, kBackward ? std::vector<size_t>{0, 1, 2} : std::vector<size_t>{0, 1}));
   NodeId x = p.v[kBackward ? 1 : 0], slope = p.v.back();
   NodeId pos = Cmp(b, x, p.e.Const(0), ComparisonKind::kGt);
   NodeId v = kBackward ? p.v[0] : x;
@@ -178,8 +182,9 @@ LowerResult LowerElu(GraphBuilder& b, const AtenCall& c) {
   if (kBackward) {
     EMBER_ASSIGN_OR_RETURN(is_result, BoolAt(c, 4));
   }
-  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c, kBackward ? std::vector<size_t>{0, 1, 2, 3, 5}
-                                                                  : std::vector<size_t>{0, 1, 2, 3}));
+  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c,
+                                                 kBackward ? std::vector<size_t>{0, 1, 2, 3, 5}
+                                                           : std::vector<size_t>{0, 1, 2, 3}));
   NodeId alpha = p.v[1], scale = p.v[2], in_scale = p.v[3];
   NodeId negcoef = b.Multiply(alpha, scale);
   NodeId zero = p.e.Const(0);
@@ -189,18 +194,18 @@ LowerResult LowerElu(GraphBuilder& b, const AtenCall& c) {
     return Done(b, c, b.Select(Cmp(b, x, zero, ComparisonKind::kLe), neg, b.Multiply(x, scale)));
   }
   NodeId g = p.v[0], y = p.v[4];
-  NodeId neg = is_result
-                   ? b.Multiply(b.Multiply(g, in_scale), b.Add(y, negcoef))
-                   : b.Multiply(b.Multiply(b.Multiply(g, in_scale), negcoef),
-                                b.Exp(b.Multiply(y, in_scale)));
+  NodeId neg = is_result ? b.Multiply(b.Multiply(g, in_scale), b.Add(y, negcoef))
+                         : b.Multiply(b.Multiply(b.Multiply(g, in_scale), negcoef),
+                                      b.Exp(b.Multiply(y, in_scale)));
   return Done(b, c, b.Select(Cmp(b, y, zero, ComparisonKind::kLe), neg, b.Multiply(g, scale)));
 }
 
 // softplus(self, beta, threshold); softplus_backward(grad, self, beta, threshold)
 template <bool kBackward>
 LowerResult LowerSoftplus(GraphBuilder& b, const AtenCall& c) {
-  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c, kBackward ? std::vector<size_t>{0, 1, 2, 3}
-                                                                  : std::vector<size_t>{0, 1, 2}));
+  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c,
+                                                 kBackward ? std::vector<size_t>{0, 1, 2, 3}
+                                                           : std::vector<size_t>{0, 1, 2}));
   size_t o = kBackward ? 1 : 0;
   NodeId x = p.v[o], beta = p.v[o + 1], th = p.v[o + 2];
   NodeId xb = b.Multiply(x, beta);
@@ -216,8 +221,9 @@ LowerResult LowerSoftplus(GraphBuilder& b, const AtenCall& c) {
 //   = dy (t + x s (1 - t^2)), t = tanh(softplus(x)), s = sigmoid(x)
 template <bool kBackward>
 LowerResult LowerMish(GraphBuilder& b, const AtenCall& c) {
-  EMBER_ASSIGN_OR_RETURN(Prepared p, PrepareArgs(b, c, kBackward ? std::vector<size_t>{0, 1}
-                                                                  : std::vector<size_t>{0}));
+  EMBER_ASSIGN_OR_RETURN(
+      Prepared p,
+      PrepareArgs(b, c, kBackward ? std::vector<size_t>{0, 1} : std::vector<size_t>{0}));
   NodeId x = p.v.back();
   NodeId t = b.Unary(OpKind::kTanh, b.Unary(OpKind::kLog1p, b.Exp(x)));
   if (!kBackward) return Done(b, c, b.Multiply(x, t));
@@ -291,8 +297,10 @@ LowerResult LowerSoftmax(GraphBuilder& b, const AtenCall& c) {
   const OutputMeta& out = c.outputs.at(0);
   if (!IsFloat(out.dtype) || !IsFloat(x.dtype)) return Declined("softmax of integers");
   int64_t rank = static_cast<int64_t>(x.sizes.size());
-  std::vector<int64_t> dims = rank == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{WrapDim(dim, rank)};
-  DType t = ComputeType(out.dtype == DType::kF64 || x.dtype == DType::kF64 ? DType::kF64 : DType::kF32);
+  std::vector<int64_t> dims =
+      rank == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{WrapDim(dim, rank)};
+  DType t =
+      ComputeType(out.dtype == DType::kF64 || x.dtype == DType::kF64 ? DType::kF64 : DType::kF32);
   std::vector<int64_t> kept = KeptSizes(x.sizes, dims);
   NodeId v = ConvertTo(b, x.value, t);
   NodeId m = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kMaximum);
@@ -304,7 +312,8 @@ LowerResult LowerSoftmax(GraphBuilder& b, const AtenCall& c) {
     // Eager's bf16/f16 log_softmax over the last dim keeps the sum of exponentials and
     // its log in the input dtype (each rounded), then x - max - log in f32 (measured:
     // bit-identical to torch 2.13 CPU; along another dim it rounds only once).
-    const bool reduced = (x.dtype == DType::kBF16 || x.dtype == DType::kF16) && out.dtype == x.dtype;
+    const bool reduced =
+        (x.dtype == DType::kBF16 || x.dtype == DType::kF16) && out.dtype == x.dtype;
     const bool last = rank > 0 && dims[0] == rank - 1;
     auto round = [&](NodeId v) {
       return reduced && last ? ConvertTo(b, ConvertTo(b, v, x.dtype), t) : v;
@@ -333,7 +342,8 @@ LowerResult LowerSoftmaxBackward(GraphBuilder& b, const AtenCall& c) {
   const OutputMeta& out = c.outputs.at(0);
   if (!IsFloat(out.dtype)) return Declined("non-floating softmax gradient");
   int64_t rank = static_cast<int64_t>(y.sizes.size());
-  std::vector<int64_t> dims = rank == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{WrapDim(dim, rank)};
+  std::vector<int64_t> dims =
+      rank == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{WrapDim(dim, rank)};
   DType t = ComputeType(g.dtype == DType::kF64 ? DType::kF64 : DType::kF32);
   std::vector<int64_t> kept = KeptSizes(y.sizes, dims);
   NodeId gv = BroadcastTo(b, ConvertTo(b, g.value, t), g.sizes, y.sizes);

@@ -37,8 +37,8 @@ struct Sdpa {
   TensorArg seed, offset;
   bool causal = false;
   double scale = 1, dropout_p = 0;
-  DType ct = DType::kF32;               // computation dtype
-  std::vector<int64_t> scores;          // [B, H, L, S]
+  DType ct = DType::kF32;       // computation dtype
+  std::vector<int64_t> scores;  // [B, H, L, S]
 };
 
 // Parses the arguments from position `first` (0: forward, 1: backward).
@@ -75,7 +75,8 @@ StatusOr<Sdpa> Parse(const AtenCall& c, size_t first) {
     if (a.mask->dtype != DType::kPred && a.mask->dtype != a.q.dtype)
       return Declined("attn_mask dtype differs from query");
   }
-  if (!(a.dropout_p >= 0 && a.dropout_p <= 1)) return InvalidArgument(c.op, ": dropout_p outside [0, 1]");
+  if (!(a.dropout_p >= 0 && a.dropout_p <= 1))
+    return InvalidArgument(c.op, ": dropout_p outside [0, 1]");
   a.ct = a.q.dtype == DType::kF64 ? DType::kF64 : DType::kF32;
   return a;
 }
@@ -190,8 +191,9 @@ LowerResult LowerBackward(GraphBuilder& b, const AtenCall& c) {
   } else {
     gm = Splat(b, mo.dtype, 0, mo.sizes);  // no float mask: a 0-element placeholder
   }
-  return CheckOutputs(b, c, {Finish(b, gq, c.outputs[0]), Finish(b, gk, c.outputs[1]),
-                             Finish(b, gv, c.outputs[2]), gm});
+  return CheckOutputs(
+      b, c,
+      {Finish(b, gq, c.outputs[0]), Finish(b, gk, c.outputs[1]), Finish(b, gv, c.outputs[2]), gm});
 }
 
 }  // namespace

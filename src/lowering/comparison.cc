@@ -67,9 +67,9 @@ LowerResult LowerShift(GraphBuilder& b, const AtenCall& c) {
   if (!IsInteger(out.dtype)) return Declined("shift of non-integers");
   if (!ResultType({x, y})) return Declined("no common dtype");
   Ew e(b, out.dtype, out.sizes);
-  OpKind op = kLeft ? OpKind::kShiftLeft
-                    : (IsSignedInt(out.dtype) ? OpKind::kShiftRightArithmetic
-                                              : OpKind::kShiftRightLogical);
+  OpKind op =
+      kLeft ? OpKind::kShiftLeft
+            : (IsSignedInt(out.dtype) ? OpKind::kShiftRightArithmetic : OpKind::kShiftRightLogical);
   return CheckOutputs(b, c, {b.Binary(op, e(x), e(y))});
 }
 

@@ -141,7 +141,8 @@ LowerResult LowerSplit(GraphBuilder& b, const AtenCall& c) {
   int64_t pos = 0;
   for (const OutputMeta& o : c.outputs) {
     int64_t len = kKind == 2 ? 1 : (o.sizes.size() == x.sizes.size() ? o.sizes[dim] : -1);
-    if (len < 0 || pos + len > x.sizes[dim]) return InvalidArgument(c.op, ": output sizes do not tile the input");
+    if (len < 0 || pos + len > x.sizes[dim])
+      return InvalidArgument(c.op, ": output sizes do not tile the input");
     NodeId s = SliceDim(b, x.value, x.sizes, dim, pos, pos + len, 1);
     if (kKind == 2) s = b.Reshape(s, o.sizes);
     outs.push_back(s);
@@ -206,7 +207,8 @@ LowerResult LowerFlip(GraphBuilder& b, const AtenCall& c) {
 
 // roll(self, shifts, dims): out[i] = x[(i - shift) mod n]; dims = [] rolls
 // the flattened tensor.
-NodeId RollDim(GraphBuilder& b, NodeId x, const std::vector<int64_t>& sizes, int64_t dim, int64_t shift) {
+NodeId RollDim(GraphBuilder& b, NodeId x, const std::vector<int64_t>& sizes, int64_t dim,
+               int64_t shift) {
   int64_t n = sizes[dim];
   if (n == 0) return x;
   int64_t s = ((shift % n) + n) % n;
@@ -229,9 +231,11 @@ LowerResult LowerRoll(GraphBuilder& b, const AtenCall& c) {
     NodeId rolled = RollDim(b, flat, {n}, 0, shifts[0]);
     return CheckOutputs(b, c, {b.Reshape(rolled, x.sizes)});
   }
-  if (shifts.size() != dims.size()) return InvalidArgument(c.op, ": shifts and dims differ in length");
+  if (shifts.size() != dims.size())
+    return InvalidArgument(c.op, ": shifts and dims differ in length");
   NodeId v = x.value;
-  for (size_t i = 0; i < dims.size(); ++i) v = RollDim(b, v, x.sizes, WrapDim(dims[i], r), shifts[i]);
+  for (size_t i = 0; i < dims.size(); ++i)
+    v = RollDim(b, v, x.sizes, WrapDim(dims[i], r), shifts[i]);
   return CheckOutputs(b, c, {v});
 }
 
@@ -280,8 +284,9 @@ LowerResult LowerTri(GraphBuilder& b, const AtenCall& c) {
 
 // src placed into self at start:end:step of dim (through interior padding of
 // src and of a mask).
-NodeId ScatterSlice(GraphBuilder& b, const TensorArg& self, NodeId src, const std::vector<int64_t>& src_sizes,
-                    int64_t dim, int64_t start, int64_t step) {
+NodeId ScatterSlice(GraphBuilder& b, const TensorArg& self, NodeId src,
+                    const std::vector<int64_t>& src_sizes, int64_t dim, int64_t start,
+                    int64_t step) {
   int64_t r = Rank(self);
   std::vector<int64_t> lo(r, 0), hi(r, 0), in(r, 0);
   int64_t n = src_sizes[dim];
@@ -291,7 +296,8 @@ NodeId ScatterSlice(GraphBuilder& b, const TensorArg& self, NodeId src, const st
   hi[dim] = self.sizes[dim] - (n == 0 ? start : covered);
   if (n == 0) return self.value;
   NodeId padded = b.Pad(ConvertTo(b, src, self.dtype), b.ConstantScalar(self.dtype, 0), lo, hi, in);
-  NodeId mask = b.Pad(Splat(b, DType::kPred, 1, src_sizes), b.ConstantScalar(DType::kPred, 0), lo, hi, in);
+  NodeId mask =
+      b.Pad(Splat(b, DType::kPred, 1, src_sizes), b.ConstantScalar(DType::kPred, 0), lo, hi, in);
   return b.Select(mask, padded, self.value);
 }
 
@@ -382,7 +388,8 @@ void RegisterDataMovement(LoweringTable& t) {
     t.Add(o, LowerIdentity);
   for (const char* o : {"aten::expand", "aten::expand_copy"}) t.Add(o, LowerExpand);
   for (const char* o : {"aten::t", "aten::t_copy"}) t.Add(o, LowerT);
-  for (const char* o : {"aten::transpose.int", "aten::transpose_copy.int"}) t.Add(o, LowerTranspose);
+  for (const char* o : {"aten::transpose.int", "aten::transpose_copy.int"})
+    t.Add(o, LowerTranspose);
   for (const char* o : {"aten::permute", "aten::permute_copy"}) t.Add(o, LowerPermute);
   for (const char* o : {"aten::slice.Tensor", "aten::slice_copy.Tensor"}) t.Add(o, LowerSlice);
   for (const char* o : {"aten::select.int", "aten::select_copy.int"}) t.Add(o, LowerSelect);

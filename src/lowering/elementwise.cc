@@ -33,9 +33,28 @@ LowerResult LowerFloatUnary(GraphBuilder& b, const AtenCall& c) {
 }
 
 enum class Composite {
-  kExp2, kLog2, kLog10, kReciprocal, kTrunc, kFrac, kSquare, kNeg, kAbs, kSign,
-  kFloor, kCeil, kRound, kBitwiseNot, kLogicalNot, kIsNan, kIsInf, kIsFinite,
-  kIsPosInf, kIsNegInf, kSignBit, kRelu
+  kExp2,
+  kLog2,
+  kLog10,
+  kReciprocal,
+  kTrunc,
+  kFrac,
+  kSquare,
+  kNeg,
+  kAbs,
+  kSign,
+  kFloor,
+  kCeil,
+  kRound,
+  kBitwiseNot,
+  kLogicalNot,
+  kIsNan,
+  kIsInf,
+  kIsFinite,
+  kIsPosInf,
+  kIsNegInf,
+  kSignBit,
+  kRelu
 };
 
 NodeId Trunc(GraphBuilder& b, NodeId x, DType t, const std::vector<int64_t>& sizes) {
@@ -51,21 +70,33 @@ LowerResult LowerUnary(GraphBuilder& b, const AtenCall& c) {
   const OutputMeta& out = c.outputs.at(0);
   const auto& sz = out.sizes;
   switch (K) {
-    case Composite::kExp2: case Composite::kLog2: case Composite::kLog10:
+    case Composite::kExp2:
+    case Composite::kLog2:
+    case Composite::kLog10:
     case Composite::kReciprocal: {
       if (!IsFloat(out.dtype)) return Declined("non-floating result");
       Ew e(b, out.dtype, sz);
       NodeId v = e(x);
       NodeId r;
-      if (K == Composite::kExp2) r = b.Binary(OpKind::kPower, e.Const(2), v);
-      else if (K == Composite::kLog2) r = b.Divide(b.Unary(OpKind::kLog, v), e.Const(kLn2));
-      else if (K == Composite::kLog10) r = b.Divide(b.Unary(OpKind::kLog, v), e.Const(kLn10));
-      else r = b.Divide(e.Const(1), v);
+      if (K == Composite::kExp2)
+        r = b.Binary(OpKind::kPower, e.Const(2), v);
+      else if (K == Composite::kLog2)
+        r = b.Divide(b.Unary(OpKind::kLog, v), e.Const(kLn2));
+      else if (K == Composite::kLog10)
+        r = b.Divide(b.Unary(OpKind::kLog, v), e.Const(kLn10));
+      else
+        r = b.Divide(e.Const(1), v);
       return CheckOutputs(b, c, {Finish(b, r, out)});
     }
-    case Composite::kTrunc: case Composite::kFrac: case Composite::kSquare:
-    case Composite::kNeg: case Composite::kAbs: case Composite::kSign:
-    case Composite::kFloor: case Composite::kCeil: case Composite::kRound:
+    case Composite::kTrunc:
+    case Composite::kFrac:
+    case Composite::kSquare:
+    case Composite::kNeg:
+    case Composite::kAbs:
+    case Composite::kSign:
+    case Composite::kFloor:
+    case Composite::kCeil:
+    case Composite::kRound:
     case Composite::kRelu: {
       Ew e(b, out.dtype, sz);
       NodeId v = e(x);
@@ -99,8 +130,12 @@ LowerResult LowerUnary(GraphBuilder& b, const AtenCall& c) {
       NodeId z = b.Compare(x.id, Splat(b, x.dtype, 0, x.sizes), ComparisonKind::kEq);
       return CheckOutputs(b, c, {Finish(b, z, out)});
     }
-    case Composite::kIsNan: case Composite::kIsInf: case Composite::kIsFinite:
-    case Composite::kIsPosInf: case Composite::kIsNegInf: case Composite::kSignBit: {
+    case Composite::kIsNan:
+    case Composite::kIsInf:
+    case Composite::kIsFinite:
+    case Composite::kIsPosInf:
+    case Composite::kIsNegInf:
+    case Composite::kSignBit: {
       NodeId r;
       if (!IsFloat(x.dtype)) {
         bool v = K == Composite::kIsFinite;
@@ -128,9 +163,9 @@ LowerResult LowerUnary(GraphBuilder& b, const AtenCall& c) {
           // NaN inputs are reported without a sign (eager: the bit itself).
           NodeId zero = Splat(b, t, 0, x.sizes);
           NodeId neg = b.Compare(v, zero, ComparisonKind::kLt);
-          NodeId negzero = b.Binary(
-              OpKind::kAnd, b.Compare(v, zero, ComparisonKind::kEq),
-              b.Compare(b.Divide(Splat(b, t, 1, x.sizes), v), zero, ComparisonKind::kLt));
+          NodeId negzero =
+              b.Binary(OpKind::kAnd, b.Compare(v, zero, ComparisonKind::kEq),
+                       b.Compare(b.Divide(Splat(b, t, 1, x.sizes), v), zero, ComparisonKind::kLt));
           r = b.Binary(OpKind::kOr, neg, negzero);
         }
       }
@@ -169,17 +204,39 @@ LowerResult LowerArith(GraphBuilder& b, const AtenCall& c) {
     return e.MulAdd(v, al, base);
   };
   switch (K) {
-    case Arith::kAdd: r = with_alpha(a, o, false); break;
-    case Arith::kSub: r = with_alpha(a, o, true); break;
-    case Arith::kRsub: r = with_alpha(o, a, true); break;
-    case Arith::kMul: r = b.Multiply(a, o); break;
-    case Arith::kDiv: r = b.Divide(a, o); break;
-    case Arith::kRemainder: r = b.Binary(OpKind::kRemainder, a, o); break;
-    case Arith::kFmod: r = b.Subtract(a, b.Multiply(b.Divide(a, o), o)); break;
-    case Arith::kPow: r = b.Binary(OpKind::kPower, a, o); break;
-    case Arith::kMax: r = b.Maximum(a, o); break;
-    case Arith::kMin: r = b.Minimum(a, o); break;
-    case Arith::kAtan2: r = b.Binary(OpKind::kAtan2, a, o); break;
+    case Arith::kAdd:
+      r = with_alpha(a, o, false);
+      break;
+    case Arith::kSub:
+      r = with_alpha(a, o, true);
+      break;
+    case Arith::kRsub:
+      r = with_alpha(o, a, true);
+      break;
+    case Arith::kMul:
+      r = b.Multiply(a, o);
+      break;
+    case Arith::kDiv:
+      r = b.Divide(a, o);
+      break;
+    case Arith::kRemainder:
+      r = b.Binary(OpKind::kRemainder, a, o);
+      break;
+    case Arith::kFmod:
+      r = b.Subtract(a, b.Multiply(b.Divide(a, o), o));
+      break;
+    case Arith::kPow:
+      r = b.Binary(OpKind::kPower, a, o);
+      break;
+    case Arith::kMax:
+      r = b.Maximum(a, o);
+      break;
+    case Arith::kMin:
+      r = b.Minimum(a, o);
+      break;
+    case Arith::kAtan2:
+      r = b.Binary(OpKind::kAtan2, a, o);
+      break;
   }
   return CheckOutputs(b, c, {Finish(b, r, out)});
 }
@@ -381,17 +438,19 @@ void RegisterElementwise(LoweringTable& t) {
   // Binary arithmetic.
   for (const char* o : {"aten::add.Tensor", "aten::add.Scalar"}) t.Add(o, LowerArith<Arith::kAdd>);
   for (const char* o : {"aten::sub.Tensor", "aten::sub.Scalar"}) t.Add(o, LowerArith<Arith::kSub>);
-  for (const char* o : {"aten::rsub.Tensor", "aten::rsub.Scalar"}) t.Add(o, LowerArith<Arith::kRsub>);
+  for (const char* o : {"aten::rsub.Tensor", "aten::rsub.Scalar"})
+    t.Add(o, LowerArith<Arith::kRsub>);
   for (const char* o : {"aten::mul.Tensor", "aten::mul.Scalar"}) t.Add(o, LowerArith<Arith::kMul>);
   for (const char* o : {"aten::div.Tensor", "aten::div.Scalar"}) t.Add(o, LowerArith<Arith::kDiv>);
   for (const char* o : {"aten::div.Tensor_mode", "aten::div.Scalar_mode"})
     t.Add(o, LowerDivMode<false>);
   for (const char* o : {"aten::floor_divide", "aten::floor_divide.Scalar"})
     t.Add(o, LowerDivMode<true>);
-  for (const char* o : {"aten::remainder.Tensor", "aten::remainder.Scalar",
-                        "aten::remainder.Scalar_Tensor"})
+  for (const char* o :
+       {"aten::remainder.Tensor", "aten::remainder.Scalar", "aten::remainder.Scalar_Tensor"})
     t.Add(o, LowerArith<Arith::kRemainder>);
-  for (const char* o : {"aten::fmod.Tensor", "aten::fmod.Scalar"}) t.Add(o, LowerArith<Arith::kFmod>);
+  for (const char* o : {"aten::fmod.Tensor", "aten::fmod.Scalar"})
+    t.Add(o, LowerArith<Arith::kFmod>);
   for (const char* o : {"aten::pow.Tensor_Tensor", "aten::pow.Tensor_Scalar", "aten::pow.Scalar"})
     t.Add(o, LowerArith<Arith::kPow>);
   t.Add("aten::maximum", LowerArith<Arith::kMax>);

@@ -12,7 +12,9 @@ namespace ember::lowering {
 
 struct Ew {
   Ew(GraphBuilder& builder, DType common_dtype, std::vector<int64_t> result_sizes)
-      : b(builder), common(common_dtype), compute(ComputeType(common_dtype)),
+      : b(builder),
+        common(common_dtype),
+        compute(ComputeType(common_dtype)),
         sizes(std::move(result_sizes)) {
     if (compute == DType::kPred) compute = DType::kU8;
   }

@@ -36,8 +36,8 @@ struct ForeachSpec {
 Arg NoneArg() { return Arg(); }
 
 // Element calls for the whole list, or an error/decline.
-StatusOr<std::vector<AtenCall>> ElementCalls(GraphBuilder& b, const AtenCall& c, const ForeachSpec& s,
-                                             bool floats_only) {
+StatusOr<std::vector<AtenCall>> ElementCalls(GraphBuilder& b, const AtenCall& c,
+                                             const ForeachSpec& s, bool floats_only) {
   EMBER_RETURN_IF_ERROR(DeclineComplex(c));
   size_t n = c.outputs.size();
   for (size_t k = 0; k < s.args.size(); ++k) {
@@ -47,18 +47,21 @@ StatusOr<std::vector<AtenCall>> ElementCalls(GraphBuilder& b, const AtenCall& c,
         return InvalidArgument(c.op, ": argument ", k, " must be a list of ", n, " tensors");
       for (const auto& t : a.tensors) {
         if (!t) return InvalidArgument(c.op, ": absent tensor in list ", k);
-        if (floats_only && !IsFloat(t->dtype)) return Declined("non-floating tensors in a foreach op");
+        if (floats_only && !IsFloat(t->dtype))
+          return Declined("non-floating tensors in a foreach op");
       }
     }
     if (s.args[k] == A::kScalarList && (a.kind != Arg::Kind::kScalarList || a.scalars.size() != n))
       return InvalidArgument(c.op, ": argument ", k, " must be a list of ", n, " scalars");
     if (s.args[k] == A::kTensorVals) {
-      if (a.kind != Arg::Kind::kTensor || a.tensor.sizes.size() != 1 || a.tensor.sizes[0] != static_cast<int64_t>(n))
+      if (a.kind != Arg::Kind::kTensor || a.tensor.sizes.size() != 1 ||
+          a.tensor.sizes[0] != static_cast<int64_t>(n))
         return InvalidArgument(c.op, ": argument ", k, " must be a 1-d tensor of ", n, " values");
     }
   }
   for (const OutputMeta& o : c.outputs)
-    if (floats_only && o.defined && !IsFloat(o.dtype)) return Declined("non-floating results in a foreach op");
+    if (floats_only && o.defined && !IsFloat(o.dtype))
+      return Declined("non-floating results in a foreach op");
   std::vector<AtenCall> calls(n);
   for (size_t i = 0; i < n; ++i) {
     AtenCall& e = calls[i];
@@ -120,7 +123,12 @@ LowerResult LowerForeach(GraphBuilder& b, const AtenCall& c) {
   return CheckOutputs(b, c, outs);
 }
 
-Arg BoolArg(bool v) { Arg a; a.kind = Arg::Kind::kBool; a.b = v; return a; }
+Arg BoolArg(bool v) {
+  Arg a;
+  a.kind = Arg::Kind::kBool;
+  a.b = v;
+  return a;
+}
 
 using L = std::vector<A>;
 // Binary arithmetic: (list, other[, alpha]).
@@ -151,11 +159,15 @@ const ForeachSpec kPowScalarList{"aten::pow.Tensor_Scalar", L{A::kList, A::kScal
 const ForeachSpec kPowScalarAndTensor{"aten::pow.Scalar", L{A::kSame, A::kList}, {}};
 // Ternary.
 const ForeachSpec kAddcmulScalar{"aten::addcmul", L{A::kList, A::kList, A::kList, A::kSame}, {}};
-const ForeachSpec kAddcmulScalarList{"aten::addcmul", L{A::kList, A::kList, A::kList, A::kScalarList}, {}};
-const ForeachSpec kAddcmulTensor{"aten::addcmul", L{A::kList, A::kList, A::kList, A::kTensorVals}, {}};
+const ForeachSpec kAddcmulScalarList{
+    "aten::addcmul", L{A::kList, A::kList, A::kList, A::kScalarList}, {}};
+const ForeachSpec kAddcmulTensor{
+    "aten::addcmul", L{A::kList, A::kList, A::kList, A::kTensorVals}, {}};
 const ForeachSpec kAddcdivScalar{"aten::addcdiv", L{A::kList, A::kList, A::kList, A::kSame}, {}};
-const ForeachSpec kAddcdivScalarList{"aten::addcdiv", L{A::kList, A::kList, A::kList, A::kScalarList}, {}};
-const ForeachSpec kAddcdivTensor{"aten::addcdiv", L{A::kList, A::kList, A::kList, A::kTensorVals}, {}};
+const ForeachSpec kAddcdivScalarList{
+    "aten::addcdiv", L{A::kList, A::kList, A::kList, A::kScalarList}, {}};
+const ForeachSpec kAddcdivTensor{
+    "aten::addcdiv", L{A::kList, A::kList, A::kList, A::kTensorVals}, {}};
 const ForeachSpec kLerpScalar{"aten::lerp.Scalar", L{A::kList, A::kList, A::kSame}, {}};
 const ForeachSpec kLerpList{"aten::lerp.Tensor", L{A::kList, A::kList, A::kList}, {}};
 const ForeachSpec kLerpScalarList{"aten::lerp.Scalar", L{A::kList, A::kList, A::kScalarList}, {}};
@@ -174,7 +186,8 @@ EMBER_FOREACH_UNARY(rsqrt)
 EMBER_FOREACH_UNARY(zero)
 #undef EMBER_FOREACH_UNARY
 // _foreach_norm.Scalar(self, ord=2, dtype=None) -> linalg_vector_norm(x, ord, None, False, dtype)
-const ForeachSpec kNorm{"aten::linalg_vector_norm", L{A::kList, A::kSame}, {NoneArg(), BoolArg(false)}};
+const ForeachSpec kNorm{
+    "aten::linalg_vector_norm", L{A::kList, A::kSame}, {NoneArg(), BoolArg(false)}};
 // _foreach_copy(self, src, non_blocking) -> src cast to self's dtype
 const ForeachSpec kCopy{"aten::_to_copy", L{A::kList}, {}};
 
@@ -208,7 +221,8 @@ LowerResult LowerForeachCopy(GraphBuilder& b, const AtenCall& c) {
   for (size_t i = 0; i < src.size(); ++i) {
     if (!src[i] || src[i]->sizes != c.outputs[i].sizes) return Declined("copy that broadcasts");
   }
-  for (size_t i = 0; i < src.size(); ++i) outs.push_back(ConvertTo(b, src[i]->value, c.outputs[i].dtype));
+  for (size_t i = 0; i < src.size(); ++i)
+    outs.push_back(ConvertTo(b, src[i]->value, c.outputs[i].dtype));
   return CheckOutputs(b, c, outs);
 }
 

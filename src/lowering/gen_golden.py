@@ -6,14 +6,24 @@ lowers the same call through the table, runs it on the reference interpreter
 and compares (OpInfo-style tolerances per dtype). Regenerate after adding
 cases:  python src/lowering/gen_golden.py > src/lowering/lower_golden_cases.inc
 """
+
 import math
 
 import torch
 
 torch.manual_seed(0)
 A = torch.ops.aten
-DT = {torch.float32: "kF32", torch.bfloat16: "kBF16", torch.float64: "kF64", torch.int64: "kS64",
-      torch.int32: "kS32", torch.bool: "kPred", torch.float16: "kF16", torch.uint8: "kU8", torch.int8: "kS8"}
+DT = {
+    torch.float32: "kF32",
+    torch.bfloat16: "kBF16",
+    torch.float64: "kF64",
+    torch.int64: "kS64",
+    torch.int32: "kS32",
+    torch.bool: "kPred",
+    torch.float16: "kF16",
+    torch.uint8: "kU8",
+    torch.int8: "kS8",
+}
 
 
 class S:  # a Scalar argument (graph input)
@@ -45,7 +55,11 @@ def num(v):
 
 
 def lit(t):
-    vals = t.detach().reshape(-1).to(torch.float64).tolist() if t.dtype != torch.bool else t.reshape(-1).tolist()
+    vals = (
+        t.detach().reshape(-1).to(torch.float64).tolist()
+        if t.dtype != torch.bool
+        else t.reshape(-1).tolist()
+    )
     sizes = ",".join(str(s) for s in t.shape)
     return f"L(DType::{DT[t.dtype]}, {{{sizes}}}, {{{', '.join(num(v) for v in vals)}}})"
 
@@ -104,8 +118,8 @@ def case(op, *args, kwargs_from=None, note=""):
     schema = fn._schema
     # Arguments after the positional ones go by keyword (kwarg-only in the schema).
     pos = [p for p in schema.arguments if not p.kwarg_only]
-    call_args, call_kwargs = targs[:len(pos)], {}
-    for p, v in zip([p for p in schema.arguments if p.kwarg_only], targs[len(pos):]):
+    call_args, call_kwargs = targs[: len(pos)], {}
+    for p, v in zip([p for p in schema.arguments if p.kwarg_only], targs[len(pos) :]):
         if v is not None or p.type.kind() == "OptionalType":
             call_kwargs[p.name] = v
     out = fn(*call_args, **call_kwargs)
@@ -135,10 +149,37 @@ def build():
         case("mul.Tensor", a, W(0.1))
         case("div.Tensor", a, b)
         case("rsub.Scalar", a, S(1.5), S(1))
-        for op in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "log1p", "expm1", "sin",
-                   "cos", "abs", "neg", "reciprocal", "exp2", "log2", "log10", "floor", "ceil",
-                   "round", "trunc", "frac", "sign", "relu"):
-            arg = r(3, 4, dtype=dt, lo=0.1, hi=3) if op in ("log", "sqrt", "rsqrt", "log2", "log10") else a
+        for op in (
+            "exp",
+            "log",
+            "sqrt",
+            "rsqrt",
+            "tanh",
+            "sigmoid",
+            "erf",
+            "log1p",
+            "expm1",
+            "sin",
+            "cos",
+            "abs",
+            "neg",
+            "reciprocal",
+            "exp2",
+            "log2",
+            "log10",
+            "floor",
+            "ceil",
+            "round",
+            "trunc",
+            "frac",
+            "sign",
+            "relu",
+        ):
+            arg = (
+                r(3, 4, dtype=dt, lo=0.1, hi=3)
+                if op in ("log", "sqrt", "rsqrt", "log2", "log10")
+                else a
+            )
             case(op, arg)
         case("pow.Tensor_Scalar", r(3, 4, dtype=dt, lo=0.1, hi=2), S(2.5))
         case("pow.Tensor_Tensor", r(3, 4, dtype=dt, lo=0.1, hi=2), r(4, dtype=dt))
@@ -168,7 +209,11 @@ def build():
     case("_to_copy", x, bf16, O, O, O, False, None)
     # comparison / logical
     for op in ("eq", "ne", "lt", "le", "gt", "ge"):
-        case(f"{op}.Tensor", torch.tensor([1.0, float("nan"), 2.0, -0.0]), torch.tensor([1.0, float("nan"), 3.0, 0.0]))
+        case(
+            f"{op}.Tensor",
+            torch.tensor([1.0, float("nan"), 2.0, -0.0]),
+            torch.tensor([1.0, float("nan"), 3.0, 0.0]),
+        )
         case(f"{op}.Scalar", ia, S(1.5))
     case("logical_and", x, r(4) > 0)
     case("logical_xor", ia, ib)
@@ -232,7 +277,17 @@ def build():
         xin, w, bb = r(2, 3, 8, dtype=dt), r(8, dtype=dt), r(8, dtype=dt)
         case("native_layer_norm", xin, [8], w, bb, S(1e-5))
         out, mean, rstd = A.native_layer_norm(xin, [8], w, bb, 1e-5)
-        case("native_layer_norm_backward", r(2, 3, 8, dtype=dt), xin, [8], mean, rstd, w, bb, [True, True, True])
+        case(
+            "native_layer_norm_backward",
+            r(2, 3, 8, dtype=dt),
+            xin,
+            [8],
+            mean,
+            rstd,
+            w,
+            bb,
+            [True, True, True],
+        )
     xg = r(2, 6, 5)
     case("native_group_norm", xg, r(6), r(6), 2, 6, 5, 3, S(1e-5))
     _, gm, gr = A.native_group_norm(xg, r(6), r(6), 2, 6, 5, 3, 1e-5)
@@ -242,8 +297,32 @@ def build():
     case("_native_batch_norm_legit_functional", xb, r(3), r(3), rm, rv, True, S(0.1), S(1e-5))
     case("_native_batch_norm_legit_no_training", xb, r(3), r(3), rm, rv, S(0.1), S(1e-5))
     _, sm, sr, _, _ = A._native_batch_norm_legit_functional(xb, r(3), r(3), rm, rv, True, 0.1, 1e-5)
-    case("native_batch_norm_backward", r(4, 3, 5), xb, r(3), rm, rv, sm, sr, True, S(1e-5), [True, True, True])
-    case("native_batch_norm_backward", r(4, 3, 5), xb, r(3), rm, rv, None, None, False, S(1e-5), [True, True, True])
+    case(
+        "native_batch_norm_backward",
+        r(4, 3, 5),
+        xb,
+        r(3),
+        rm,
+        rv,
+        sm,
+        sr,
+        True,
+        S(1e-5),
+        [True, True, True],
+    )
+    case(
+        "native_batch_norm_backward",
+        r(4, 3, 5),
+        xb,
+        r(3),
+        rm,
+        rv,
+        None,
+        None,
+        False,
+        S(1e-5),
+        [True, True, True],
+    )
     # losses
     logits = torch.log_softmax(r(5, 4), 1)
     tgt = torch.tensor([0, 3, -100, 2, 3])
@@ -261,14 +340,30 @@ def build():
     case("mse_loss", r(3, 4), r(3, 4), 1)
     case("mse_loss", r(3, 4), r(3, 4), 0)
     case("mse_loss_backward", torch.tensor(0.5), r(3, 4), r(3, 4), 1)
-    case("binary_cross_entropy_with_logits", r(3, 4, lo=-5, hi=5), r(3, 4, lo=0, hi=1), None, None, 1)
-    case("binary_cross_entropy_with_logits", r(3, 4, lo=-5, hi=5), r(3, 4, lo=0, hi=1), r(4), r(4, lo=0.5, hi=3), 0)
+    case(
+        "binary_cross_entropy_with_logits", r(3, 4, lo=-5, hi=5), r(3, 4, lo=0, hi=1), None, None, 1
+    )
+    case(
+        "binary_cross_entropy_with_logits",
+        r(3, 4, lo=-5, hi=5),
+        r(3, 4, lo=0, hi=1),
+        r(4),
+        r(4, lo=0.5, hi=3),
+        0,
+    )
     # matmul
     for dt in (f32, bf16):
         case("mm", r(3, 5, dtype=dt), r(5, 2, dtype=dt))
         case("bmm", r(2, 3, 5, dtype=dt), r(2, 5, 4, dtype=dt))
         case("addmm", r(4, dtype=dt), r(3, 5, dtype=dt), r(5, 4, dtype=dt), S(1), S(1))
-        case("baddbmm", r(2, 3, 4, dtype=dt), r(2, 3, 5, dtype=dt), r(2, 5, 4, dtype=dt), S(0.5), S(2.0))
+        case(
+            "baddbmm",
+            r(2, 3, 4, dtype=dt),
+            r(2, 3, 5, dtype=dt),
+            r(2, 5, 4, dtype=dt),
+            S(0.5),
+            S(2.0),
+        )
     nan_bias = torch.full((4,), float("nan"))
     case("addmm", nan_bias, r(3, 5), r(5, 4), S(0), S(1))
     # data movement
@@ -300,9 +395,21 @@ def build():
     src = r(3, 5)
     case("gather", src, 1, ri(3, 4, lo=0, hi=5), False)
     case("gather", src, 0, ri(2, 5, lo=0, hi=3), False)
-    case("scatter.src", torch.zeros(3, 5), 1, torch.tensor([[0, 1, 0], [4, 4, 2], [1, 2, 3]]), r(3, 4))
+    case(
+        "scatter.src",
+        torch.zeros(3, 5),
+        1,
+        torch.tensor([[0, 1, 0], [4, 4, 2], [1, 2, 3]]),
+        r(3, 4),
+    )
     case("scatter.value", torch.zeros(3, 5), 0, torch.tensor([[0, 1, 2, 0, 1]]), S(2.5))
-    case("scatter_add", torch.zeros(3, 5), 1, torch.tensor([[0, 0, 0], [4, 4, 2], [1, 2, 1]]), r(3, 3))
+    case(
+        "scatter_add",
+        torch.zeros(3, 5),
+        1,
+        torch.tensor([[0, 0, 0], [4, 4, 2], [1, 2, 1]]),
+        r(3, 3),
+    )
     case("index_select", src, 1, torch.tensor([4, 0, 0, 2]))
     case("index_select", src, 0, torch.tensor([2, 2]).to(torch.int32))
     t3 = r(3, 4, 5)
@@ -336,8 +443,11 @@ def build():
     img = r(2, 3, 7, 7)
     img[0, 0, 0, 0] = float("nan")
     img[1, 1, :3, :3] = float("-inf")
-    for args in (([2, 2], [], [0, 0], [1, 1], False), ([3, 3], [2, 2], [1, 1], [1, 1], True),
-                 ([2, 3], [1, 2], [1, 0], [2, 1], False)):
+    for args in (
+        ([2, 2], [], [0, 0], [1, 1], False),
+        ([3, 3], [2, 2], [1, 1], [1, 1], True),
+        ([2, 3], [1, 2], [1, 0], [2, 1], False),
+    ):
         case("max_pool2d_with_indices", img, *args)
         vals, ind = A.max_pool2d_with_indices(img, *args)
         case("max_pool2d_with_indices_backward", r(*vals.shape), img, *args, ind)
@@ -356,8 +466,20 @@ def build():
     case("_foreach_mul.Tensor", [p1, p2], torch.tensor(0.25))
     case("_foreach_div.ScalarList", [p1, p2], [S(2.0), S(4.0)])
     case("_foreach_addcmul.Scalar", [p1, p2], [r(3), r(2, 2)], [r(3), r(2, 2)], S(0.001))
-    case("_foreach_addcdiv.ScalarList", [p1, p2], [r(3), r(2, 2)], [r(3, lo=1, hi=2), r(2, 2, lo=1, hi=2)], [S(-0.1), S(-0.2)])
-    case("_foreach_addcdiv.Tensor", [p1, p2], [r(3), r(2, 2)], [r(3, lo=1, hi=2), r(2, 2, lo=1, hi=2)], torch.tensor([-0.1, -0.2], dtype=torch.float64))
+    case(
+        "_foreach_addcdiv.ScalarList",
+        [p1, p2],
+        [r(3), r(2, 2)],
+        [r(3, lo=1, hi=2), r(2, 2, lo=1, hi=2)],
+        [S(-0.1), S(-0.2)],
+    )
+    case(
+        "_foreach_addcdiv.Tensor",
+        [p1, p2],
+        [r(3), r(2, 2)],
+        [r(3, lo=1, hi=2), r(2, 2, lo=1, hi=2)],
+        torch.tensor([-0.1, -0.2], dtype=torch.float64),
+    )
     case("_foreach_lerp.Scalar", [p1, p2], [r(3), r(2, 2)], S(0.1))
     case("_foreach_sqrt", [r(3, lo=0, hi=2), r(2, 2, lo=0, hi=2)])
     case("_foreach_norm.Scalar", [p1, p2], S(2), None)
@@ -367,7 +489,11 @@ def build():
 
 def main():
     build()
-    print("// Generated by src/lowering/gen_golden.py from eager PyTorch", torch.__version__, "on CPU.")
+    print(
+        "// Generated by src/lowering/gen_golden.py from eager PyTorch",
+        torch.__version__,
+        "on CPU.",
+    )
     print("// Do not edit: regenerate.")
     for op, args, outs, note in CASES:
         body = " ".join(emit_arg(a) for a in args)

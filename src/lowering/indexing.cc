@@ -97,8 +97,9 @@ LowerResult LowerScatter(GraphBuilder& b, const AtenCall& c) {
     upd = s;
   }
   NodeId coords = FullCoords(b, index.value, index.sizes, dim);
-  return CheckOutputs(b, c, {PointScatter(b, x.value, r, coords, r, upd,
-                                          kAdd ? ReduceKind::kAdd : ReduceKind::kAssign)});
+  return CheckOutputs(
+      b, c,
+      {PointScatter(b, x.value, r, coords, r, upd, kAdd ? ReduceKind::kAdd : ReduceKind::kAssign)});
 }
 
 // index_select(self, dim, index): index 1-d (or 0-d).
@@ -151,7 +152,8 @@ StatusOr<AdvIndex> PlanIndex(const AtenCall& c, const TensorArg& x,
   for (size_t i = 0; i < idx.size(); ++i) {
     if (!idx[i]) continue;
     DType t = idx[i]->dtype;
-    if (t == DType::kPred || t == DType::kU8) return Declined("boolean-mask indexing (data-dependent shape)");
+    if (t == DType::kPred || t == DType::kU8)
+      return Declined("boolean-mask indexing (data-dependent shape)");
     if (!IsInteger(t)) return InvalidArgument(c.op, ": index tensors must be integers");
     p.indexed.push_back(static_cast<int64_t>(i));
     auto s = BroadcastShapes(bshape, idx[i]->sizes);
@@ -182,7 +184,8 @@ NodeId BuildCoords(GraphBuilder& b, AdvIndex& p, const TensorArg& x,
     v = b.Select(neg, b.Add(v, size), v);
     parts.push_back(b.Reshape(v, one));
   }
-  p.coords = parts.size() == 1 ? parts[0] : b.Concatenate(parts, static_cast<int64_t>(p.bshape.size()));
+  p.coords =
+      parts.size() == 1 ? parts[0] : b.Concatenate(parts, static_cast<int64_t>(p.bshape.size()));
   return p.coords;
 }
 
@@ -255,7 +258,8 @@ LowerResult LowerIndexPut(GraphBuilder& b, const AtenCall& c) {
   std::vector<int64_t> rperm = ResultPerm(p);
   std::vector<int64_t> eager_layout(rperm.size());
   for (size_t i = 0; i < rperm.size(); ++i) eager_layout[i] = gathered[rperm[i]];
-  if (!BroadcastShapes(values.sizes, eager_layout)) return InvalidArgument(c.op, ": values do not broadcast");
+  if (!BroadcastShapes(values.sizes, eager_layout))
+    return InvalidArgument(c.op, ": values do not broadcast");
   BuildCoords(b, p, x, idx);
   NodeId upd = BroadcastTo(b, ConvertTo(b, values.value, x.dtype), values.sizes, eager_layout);
   std::vector<int64_t> inv(rperm.size());

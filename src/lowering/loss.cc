@@ -109,7 +109,8 @@ LowerResult LowerNll(GraphBuilder& b, const AtenCall& c) {
   NodeId xm = ClassLast(b, ConvertTo(b, x.value, t), x.sizes, l);
   NllParts p = Weights(b, target, weight, ignore_index, l, t);
   // picked[i] = xm[i, target[i]]
-  NodeId idx = b.Concatenate({b.Iota(Shape(DType::kS64, {l.m, 1}), 0), b.Reshape(p.target, {l.m, 1})}, 1);
+  NodeId idx =
+      b.Concatenate({b.Iota(Shape(DType::kS64, {l.m, 1}), 0), b.Reshape(p.target, {l.m, 1})}, 1);
   GatherDims d;
   d.collapsed_slice_dims = {0, 1};
   d.start_index_map = {0, 1};
@@ -125,8 +126,9 @@ LowerResult LowerNll(GraphBuilder& b, const AtenCall& c) {
     out = b.Reduce(loss, {0}, ReduceKind::kAdd);
     if (reduction == kMean) out = b.Divide(out, total);
   }
-  return CheckOutputs(b, c, {Finish(b, out, c.outputs[0]),
-                             Finish(b, b.Reshape(total, c.outputs[1].sizes), c.outputs[1])});
+  return CheckOutputs(b, c,
+                      {Finish(b, out, c.outputs[0]),
+                       Finish(b, b.Reshape(total, c.outputs[1].sizes), c.outputs[1])});
 }
 
 // nll_loss_backward / nll_loss2d_backward(grad_output, self, target, weight?,
@@ -149,7 +151,8 @@ LowerResult LowerNllBackward(GraphBuilder& b, const AtenCall& c) {
   gv = reduction == kNone ? b.Reshape(gv, {l.m}) : b.BroadcastInDim(b.Reshape(gv, {}), {l.m}, {});
   NodeId scale = b.Multiply(b.Negate(p.w), gv);
   if (reduction == kMean)
-    scale = b.Divide(scale, b.BroadcastInDim(b.Reshape(ConvertTo(b, total.value, t), {}), {l.m}, {}));
+    scale =
+        b.Divide(scale, b.BroadcastInDim(b.Reshape(ConvertTo(b, total.value, t), {}), {l.m}, {}));
   std::vector<int64_t> mc = {l.m, l.c};
   NodeId hit = b.Compare(b.Iota(Shape(DType::kS64, mc), 1), b.BroadcastInDim(p.target, mc, {0}),
                          ComparisonKind::kEq);
@@ -241,7 +244,8 @@ LowerResult LowerBceWithLogits(GraphBuilder& b, const AtenCall& c) {
   NodeId zero = e.Const(0), one = e.Const(1);
   NodeId logsig = b.Subtract(b.Minimum(xv, zero),
                              b.Unary(OpKind::kLog1p, b.Exp(b.Negate(b.Unary(OpKind::kAbs, xv)))));
-  if (pos_weight) logsig = b.Multiply(logsig, b.Add(b.Multiply(b.Subtract(e(*pos_weight), one), t), one));
+  if (pos_weight)
+    logsig = b.Multiply(logsig, b.Add(b.Multiply(b.Subtract(e(*pos_weight), one), t), one));
   NodeId loss = b.Subtract(b.Multiply(b.Subtract(one, t), xv), logsig);
   if (weight) loss = b.Multiply(loss, e(*weight));
   return CheckOutputs(b, c, {Finish(b, Reduce(b, loss, sizes, reduction, out), out)});

@@ -11,8 +11,8 @@ namespace ember::lowering {
 namespace {
 
 using testing::CallHarness;
-using testing::ExpectSameValues;
 using testing::ExpectNearValues;
+using testing::ExpectSameValues;
 
 constexpr double kNaN = NAN;
 constexpr double kInf = INFINITY;
@@ -26,10 +26,17 @@ Literal Ints(DType t, std::vector<int64_t> v) {
 
 TEST(Promotion, ResultTypeFollowsEager) {
   auto tensor = [](DType t, bool zero_dim = false) {
-    Val v; v.dtype = t; v.tier = zero_dim ? PromoTier::kZeroDim : PromoTier::kDimensioned;
+    Val v;
+    v.dtype = t;
+    v.tier = zero_dim ? PromoTier::kZeroDim : PromoTier::kDimensioned;
     return v;
   };
-  auto wrapped = [](DType t) { Val v; v.dtype = t; v.tier = PromoTier::kWrapped; return v; };
+  auto wrapped = [](DType t) {
+    Val v;
+    v.dtype = t;
+    v.tier = PromoTier::kWrapped;
+    return v;
+  };
   // torch.ones(3, dtype=torch.int32) * 0.5 -> float32 (wrapped float = default dtype)
   EXPECT_EQ(ResultType({tensor(DType::kS32), wrapped(DType::kF64)}), DType::kF32);
   // int32 tensor + torch.tensor(2.5, dtype=float64) (0-d) -> float64
@@ -78,7 +85,11 @@ TEST(Elementwise, DivRoundingModesFloat) {
 TEST(Elementwise, DivRoundingModesInt) {
   // ai = int32 [-7, 7, -7, 7, 0, 6], bi = int32 [2, 2, -2, -2, 5, -3]
   std::vector<int64_t> a = {-7, 7, -7, 7, 0, 6}, d = {2, 2, -2, -2, 5, -3};
-  struct Case { const char* mode; DType out; std::vector<double> want; };
+  struct Case {
+    const char* mode;
+    DType out;
+    std::vector<double> want;
+  };
   for (const Case& c : {Case{"floor", DType::kS32, {-4, 3, 3, -4, 0, -2}},
                         Case{"trunc", DType::kS32, {-3, 3, 3, -3, 0, -2}},
                         Case{nullptr, DType::kF32, {-3.5, 3.5, 3.5, -3.5, 0, -2}}}) {
@@ -103,7 +114,8 @@ TEST(Elementwise, DivRoundingModesInt) {
 }
 
 TEST(Elementwise, AddWithAlphaAndWrappedScalar) {
-  // torch.tensor([1, 2, 3], dtype=torch.int32).add(torch.tensor([10, 20, 30], dtype=torch.int32), alpha=2)
+  // torch.tensor([1, 2, 3], dtype=torch.int32).add(torch.tensor([10, 20, 30], dtype=torch.int32),
+  // alpha=2)
   CallHarness h("aten::add.Tensor");
   h.AddTensor(Ints(DType::kS32, {1, 2, 3}));
   h.AddTensor(Ints(DType::kS32, {10, 20, 30}));
@@ -168,7 +180,8 @@ TEST(Elementwise, ClampLerpWhereMaskedFill) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ExpectSameValues(r->at(0), DType::kF32, {kNaN, -1, 2, 1}, "clamp");
   }
-  {  // torch.lerp(torch.tensor([1., 2.]), torch.tensor([3., 10.]), torch.tensor([0.25, 0.75])) -> [1.5, 8]
+  {  // torch.lerp(torch.tensor([1., 2.]), torch.tensor([3., 10.]), torch.tensor([0.25, 0.75])) ->
+     // [1.5, 8]
     CallHarness h("aten::lerp.Tensor");
     h.AddTensor(F32({1, 2}));
     h.AddTensor(F32({3, 10}));
@@ -202,7 +215,10 @@ TEST(Elementwise, ClampLerpWhereMaskedFill) {
 
 TEST(Elementwise, UnaryMathMatchesLibm) {
   std::vector<double> x = {0.25, 1.0, 2.0, 8.0};
-  struct Case { const char* op; double (*f)(double); };
+  struct Case {
+    const char* op;
+    double (*f)(double);
+  };
   for (const Case& c : {Case{"aten::exp", [](double v) { return std::exp(v); }},
                         Case{"aten::log2", [](double v) { return std::log2(v); }},
                         Case{"aten::log10", [](double v) { return std::log10(v); }},
@@ -229,8 +245,8 @@ TEST(Elementwise, UnaryMathMatchesLibm) {
 }
 
 TEST(Elementwise, DeclinesComplexAndFloatFmodWithoutNodes) {
-  for (auto [op, dt] : {std::pair{"aten::add.Tensor", DType::kC64},
-                        std::pair{"aten::fmod.Tensor", DType::kF32}}) {
+  for (auto [op, dt] :
+       {std::pair{"aten::add.Tensor", DType::kC64}, std::pair{"aten::fmod.Tensor", DType::kF32}}) {
     CallHarness h(op);
     h.AddTensor(Literal(Shape(dt, {2})));
     h.AddTensor(Literal(Shape(dt, {2})));

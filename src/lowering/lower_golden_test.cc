@@ -34,9 +34,19 @@ const std::vector<GoldenCase>& Cases() {
 
 void Tolerance(DType t, double* rtol, double* atol) {
   switch (t) {
-    case DType::kBF16: case DType::kF16: *rtol = 1.6e-2; *atol = 1e-5; return;
-    case DType::kF64: *rtol = 1e-7; *atol = 1e-7; return;
-    default: *rtol = 1.3e-6; *atol = 1e-5; return;
+    case DType::kBF16:
+    case DType::kF16:
+      *rtol = 1.6e-2;
+      *atol = 1e-5;
+      return;
+    case DType::kF64:
+      *rtol = 1e-7;
+      *atol = 1e-7;
+      return;
+    default:
+      *rtol = 1.3e-6;
+      *atol = 1e-5;
+      return;
   }
 }
 
@@ -66,10 +76,14 @@ TEST(LoweringGolden, MatchesEager) {
       for (int64_t k = 0; k < want.num_elements() && bad < 5; ++k) {
         double g = got.GetDouble(k), w = want.GetDouble(k);
         bool ok;
-        if (!IsFloat(want.dtype())) ok = g == w;
-        else if (std::isnan(w)) ok = std::isnan(g);
-        else if (std::isinf(w)) ok = g == w;
-        else ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);
+        if (!IsFloat(want.dtype()))
+          ok = g == w;
+        else if (std::isnan(w))
+          ok = std::isnan(g);
+        else if (std::isinf(w))
+          ok = g == w;
+        else
+          ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);
         if (!ok) {
           ++bad;
           ADD_FAILURE() << "output " << i << " element " << k << ": got " << g << ", eager " << w;

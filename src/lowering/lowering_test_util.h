@@ -73,7 +73,7 @@ class CallHarness {
     return t;
   }
   ScalarArg Scalar(ScalarArg::Kind kind, double v) {
-    DType t = kind == ScalarArg::Kind::kBool ? DType::kPred
+    DType t = kind == ScalarArg::Kind::kBool  ? DType::kPred
               : kind == ScalarArg::Kind::kInt ? DType::kS64
                                               : DType::kF64;
     ScalarArg s;
@@ -95,35 +95,70 @@ class CallHarness {
     a.scalar = Scalar(k, v);
     call.args.push_back(a);
   }
-  void AddInt(int64_t v) { Arg a; a.kind = Arg::Kind::kInt; a.i = v; call.args.push_back(a); }
+  void AddInt(int64_t v) {
+    Arg a;
+    a.kind = Arg::Kind::kInt;
+    a.i = v;
+    call.args.push_back(a);
+  }
   void AddInts(std::vector<int64_t> v) {
-    Arg a; a.kind = Arg::Kind::kIntList; a.ints = std::move(v); call.args.push_back(a);
+    Arg a;
+    a.kind = Arg::Kind::kIntList;
+    a.ints = std::move(v);
+    call.args.push_back(a);
   }
-  void AddBool(bool v) { Arg a; a.kind = Arg::Kind::kBool; a.b = v; call.args.push_back(a); }
+  void AddBool(bool v) {
+    Arg a;
+    a.kind = Arg::Kind::kBool;
+    a.b = v;
+    call.args.push_back(a);
+  }
   void AddString(std::string s) {
-    Arg a; a.kind = Arg::Kind::kString; a.s = std::move(s); call.args.push_back(a);
+    Arg a;
+    a.kind = Arg::Kind::kString;
+    a.s = std::move(s);
+    call.args.push_back(a);
   }
-  void AddDType(DType t) { Arg a; a.kind = Arg::Kind::kDType; a.dtype = t; call.args.push_back(a); }
+  void AddDType(DType t) {
+    Arg a;
+    a.kind = Arg::Kind::kDType;
+    a.dtype = t;
+    call.args.push_back(a);
+  }
   void AddBools(std::vector<bool> v) {
-    Arg a; a.kind = Arg::Kind::kBoolList; a.bools = std::move(v); call.args.push_back(a);
+    Arg a;
+    a.kind = Arg::Kind::kBoolList;
+    a.bools = std::move(v);
+    call.args.push_back(a);
   }
   void AddScalarList(std::vector<double> v) {
-    Arg a; a.kind = Arg::Kind::kScalarList;
+    Arg a;
+    a.kind = Arg::Kind::kScalarList;
     for (double d : v) a.scalars.push_back(Scalar(ScalarArg::Kind::kFloat, d));
     call.args.push_back(a);
   }
   void AddTensorList(std::vector<std::optional<Literal>> v) {
-    Arg a; a.kind = Arg::Kind::kTensorList;
+    Arg a;
+    a.kind = Arg::Kind::kTensorList;
     for (auto& l : v) {
-      if (l) a.tensors.push_back(Tensor(*l));
-      else a.tensors.push_back(std::nullopt);
+      if (l)
+        a.tensors.push_back(Tensor(*l));
+      else
+        a.tensors.push_back(std::nullopt);
     }
     call.args.push_back(a);
   }
   void AddNone() { call.args.push_back(Arg()); }
-  void AddOther() { Arg a; a.kind = Arg::Kind::kOther; call.args.push_back(a); }
+  void AddOther() {
+    Arg a;
+    a.kind = Arg::Kind::kOther;
+    call.args.push_back(a);
+  }
   void Out(DType t, std::vector<int64_t> sizes) {
-    OutputMeta o; o.dtype = t; o.sizes = std::move(sizes); call.outputs.push_back(o);
+    OutputMeta o;
+    o.dtype = t;
+    o.sizes = std::move(sizes);
+    call.outputs.push_back(o);
   }
   void Rng() {
     ScalarArg seed, off;
@@ -142,29 +177,37 @@ class CallHarness {
       tok = Trim(tok);
       if (tok.empty()) continue;
       auto colon = tok.find(':');
-      std::string kind = tok.substr(0, colon), v = colon == std::string::npos ? "" : tok.substr(colon + 1);
+      std::string kind = tok.substr(0, colon),
+                  v = colon == std::string::npos ? "" : tok.substr(colon + 1);
       if (kind == "T" || kind == "W") {
         AddTensor(Sample(ParseShapeSpec(v)), kind == "W");
       } else if (kind == "S") {
-        AddScalar(v == "b" ? ScalarArg::Kind::kBool : v == "i" ? ScalarArg::Kind::kInt : ScalarArg::Kind::kFloat,
+        AddScalar(v == "b"   ? ScalarArg::Kind::kBool
+                  : v == "i" ? ScalarArg::Kind::kInt
+                             : ScalarArg::Kind::kFloat,
                   v == "f" ? 0.75 : 1);
       } else if (kind == "SL") {
-        Arg a; a.kind = Arg::Kind::kScalarList;
+        Arg a;
+        a.kind = Arg::Kind::kScalarList;
         for (const auto& e : Split(v, ','))
-          a.scalars.push_back(Scalar(e == "i" ? ScalarArg::Kind::kInt : ScalarArg::Kind::kFloat, 0.5));
+          a.scalars.push_back(
+              Scalar(e == "i" ? ScalarArg::Kind::kInt : ScalarArg::Kind::kFloat, 0.5));
         call.args.push_back(a);
       } else if (kind == "I") {
         AddInt(std::stoll(v));
       } else if (kind == "L") {
         std::vector<int64_t> ints;
-        if (!v.empty()) for (const auto& e : Split(v, ',')) ints.push_back(std::stoll(e));
+        if (!v.empty())
+          for (const auto& e : Split(v, ',')) ints.push_back(std::stoll(e));
         AddInts(ints);
       } else if (kind == "BL") {
-        Arg a; a.kind = Arg::Kind::kBoolList;
+        Arg a;
+        a.kind = Arg::Kind::kBoolList;
         for (const auto& e : Split(v, ',')) a.bools.push_back(e == "1");
         call.args.push_back(a);
       } else if (kind == "DL") {
-        Arg a; a.kind = Arg::Kind::kDoubleList;
+        Arg a;
+        a.kind = Arg::Kind::kDoubleList;
         for (const auto& e : Split(v, ',')) a.doubles.push_back(std::stod(e));
         call.args.push_back(a);
       } else if (kind == "B") {
@@ -178,10 +221,13 @@ class CallHarness {
       } else if (kind == "O") {
         AddOther();
       } else if (kind == "TL") {
-        Arg a; a.kind = Arg::Kind::kTensorList;
+        Arg a;
+        a.kind = Arg::Kind::kTensorList;
         for (const auto& e : Split(v, '|')) {
-          if (e == "N") a.tensors.push_back(std::nullopt);
-          else a.tensors.push_back(Tensor(Sample(ParseShapeSpec(e))));
+          if (e == "N")
+            a.tensors.push_back(std::nullopt);
+          else
+            a.tensors.push_back(Tensor(Sample(ParseShapeSpec(e))));
         }
         call.args.push_back(a);
       } else if (kind == "RNG") {
@@ -194,7 +240,9 @@ class CallHarness {
   void OutSpec(const std::string& spec) {
     for (const auto& o : Split(spec, ';')) {
       if (Trim(o) == "_") {
-        OutputMeta m; m.defined = false; call.outputs.push_back(m);
+        OutputMeta m;
+        m.defined = false;
+        call.outputs.push_back(m);
         continue;
       }
       Shape s = ParseShapeSpec(o);
@@ -206,9 +254,12 @@ class CallHarness {
     Literal l(s);
     std::uniform_real_distribution<double> f(-2, 2);
     for (int64_t i = 0; i < l.num_elements(); ++i) {
-      if (IsFloat(s.dtype())) l.SetDouble(i, f(rng_));
-      else if (s.dtype() == DType::kPred) l.SetInt(i, i % 2);
-      else if (!IsComplex(s.dtype())) l.SetInt(i, static_cast<int64_t>(rng_() % 3));
+      if (IsFloat(s.dtype()))
+        l.SetDouble(i, f(rng_));
+      else if (s.dtype() == DType::kPred)
+        l.SetInt(i, i % 2);
+      else if (!IsComplex(s.dtype()))
+        l.SetInt(i, static_cast<int64_t>(rng_() % 3));
     }
     return l;
   }

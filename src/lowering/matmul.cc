@@ -49,8 +49,14 @@ LowerResult LowerMm(GraphBuilder& b, const AtenCall& c) {
   const OutputMeta& out = c.outputs.at(0);
   DotDims d;
   if (kKind == 0 || kKind == 1) d = MatDims(kKind == 1);
-  if (kKind == 2) { d.lhs_contracting = {1}; d.rhs_contracting = {0}; }
-  if (kKind == 3) { d.lhs_contracting = {0}; d.rhs_contracting = {0}; }
+  if (kKind == 2) {
+    d.lhs_contracting = {1};
+    d.rhs_contracting = {0};
+  }
+  if (kKind == 3) {
+    d.lhs_contracting = {0};
+    d.rhs_contracting = {0};
+  }
   NodeId p = Dot(b, x.value, y.value, d, out.dtype);
   return CheckOutputs(b, c, {Finish(b, p, out)});
 }

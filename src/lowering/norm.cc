@@ -68,8 +68,9 @@ NodeId NormInputGrad(GraphBuilder& b, NodeId gw, NodeId xhat, NodeId rstd_full,
   std::vector<int64_t> kept = KeptSizes(sizes, dims);
   NodeId n = Splat(b, t, static_cast<double>(CountOver(sizes, dims)), kept);
   NodeId m1 = Bcast(b, b.Divide(ReduceKeep(b, gw, sizes, dims, ReduceKind::kAdd), n), kept, sizes);
-  NodeId m2 = Bcast(b, b.Divide(ReduceKeep(b, b.Multiply(gw, xhat), sizes, dims, ReduceKind::kAdd), n),
-                    kept, sizes);
+  NodeId m2 =
+      Bcast(b, b.Divide(ReduceKeep(b, b.Multiply(gw, xhat), sizes, dims, ReduceKind::kAdd), n),
+            kept, sizes);
   return b.Multiply(rstd_full, b.Subtract(b.Subtract(gw, m1), b.Multiply(xhat, m2)));
 }
 
@@ -103,12 +104,14 @@ LowerResult LowerLayerNorm(GraphBuilder& b, const AtenCall& c) {
   NodeId v = ConvertTo(b, x.value, t);
   auto [mean, var] = Moments(b, v, x.sizes, dims);
   NodeId rstd = b.Unary(OpKind::kRsqrt, b.Add(var, ScalarIn(b, eps, t, kept)));
-  NodeId xhat = b.Multiply(b.Subtract(v, Bcast(b, mean, kept, x.sizes)), Bcast(b, rstd, kept, x.sizes));
+  NodeId xhat =
+      b.Multiply(b.Subtract(v, Bcast(b, mean, kept, x.sizes)), Bcast(b, rstd, kept, x.sizes));
   NodeId y = b.Add(b.Multiply(xhat, Param(b, w, t, x.sizes, pdims, 1)),
                    Param(b, bias, t, x.sizes, pdims, 0));
-  return CheckOutputs(b, c, {Finish(b, y, c.outputs[0]),
-                             Finish(b, b.Reshape(mean, c.outputs[1].sizes), c.outputs[1]),
-                             Finish(b, b.Reshape(rstd, c.outputs[2].sizes), c.outputs[2])});
+  return CheckOutputs(
+      b, c,
+      {Finish(b, y, c.outputs[0]), Finish(b, b.Reshape(mean, c.outputs[1].sizes), c.outputs[1]),
+       Finish(b, b.Reshape(rstd, c.outputs[2].sizes), c.outputs[2])});
 }
 
 // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd,
@@ -167,9 +170,10 @@ LowerResult LowerGroupNorm(GraphBuilder& b, const AtenCall& c) {
   NodeId xhat = b.Multiply(b.Subtract(v, Bcast(b, mean, kept, g3)), Bcast(b, rstd, kept, g3));
   NodeId y = b.Add(b.Multiply(b.Reshape(xhat, c3), Param(b, w, t, c3, {1}, 1)),
                    Param(b, bias, t, c3, {1}, 0));
-  return CheckOutputs(b, c, {Finish(b, b.Reshape(y, x.sizes), c.outputs[0]),
-                             Finish(b, b.Reshape(mean, c.outputs[1].sizes), c.outputs[1]),
-                             Finish(b, b.Reshape(rstd, c.outputs[2].sizes), c.outputs[2])});
+  return CheckOutputs(b, c,
+                      {Finish(b, b.Reshape(y, x.sizes), c.outputs[0]),
+                       Finish(b, b.Reshape(mean, c.outputs[1].sizes), c.outputs[1]),
+                       Finish(b, b.Reshape(rstd, c.outputs[2].sizes), c.outputs[2])});
 }
 
 // native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW,
@@ -249,7 +253,8 @@ LowerResult LowerBatchNorm(GraphBuilder& b, const AtenCall& c) {
   }
   EMBER_ASSIGN_OR_RETURN(Val momentum, ValAt(c, mom_at));
   EMBER_ASSIGN_OR_RETURN(Val eps, ValAt(c, mom_at + 1));
-  if (!IsFloat(x.dtype) || x.sizes.size() < 2) return Declined("batch norm of integers or rank < 2");
+  if (!IsFloat(x.dtype) || x.sizes.size() < 2)
+    return Declined("batch norm of integers or rank < 2");
   if (!training && (!rm || !rv)) return Declined("eval batch norm without running stats");
   if (kForm == 1 && training && rm) return Declined("native_batch_norm would mutate running stats");
   size_t nout = kForm == 0 ? 5 : 3;
@@ -257,7 +262,8 @@ LowerResult LowerBatchNorm(GraphBuilder& b, const AtenCall& c) {
   DType t = StatType(x.dtype);
   BnLayout l = BnDims(x.sizes);
   NodeId v = ConvertTo(b, x.value, t);
-  NodeId mean{}, var{}, save_mean{}, save_rstd{};  // set on every path below; {} quiets -Wmaybe-uninitialized
+  NodeId mean{}, var{}, save_mean{},
+      save_rstd{};  // set on every path below; {} quiets -Wmaybe-uninitialized
   NodeId eps_k = ScalarIn(b, eps, t, l.kept);
   if (training) {
     std::tie(mean, var) = Moments(b, v, x.sizes, l.dims);
@@ -268,8 +274,8 @@ LowerResult LowerBatchNorm(GraphBuilder& b, const AtenCall& c) {
     var = b.Reshape(ConvertTo(b, rv->value, t), l.kept);
   }
   NodeId rstd = training ? save_rstd : b.Unary(OpKind::kRsqrt, b.Add(var, eps_k));
-  NodeId xhat = b.Multiply(b.Subtract(v, Bcast(b, mean, l.kept, x.sizes)),
-                           Bcast(b, rstd, l.kept, x.sizes));
+  NodeId xhat =
+      b.Multiply(b.Subtract(v, Bcast(b, mean, l.kept, x.sizes)), Bcast(b, rstd, l.kept, x.sizes));
   NodeId y = xhat;
   if (w) y = b.Multiply(y, ChannelVec(b, *w, t, l));
   if (bias) y = b.Add(y, ChannelVec(b, *bias, t, l));
@@ -304,7 +310,8 @@ LowerResult LowerBatchNorm(GraphBuilder& b, const AtenCall& c) {
         stat = b.Multiply(stat, Splat(b, rt, unbias, {ch}));
       }
       NodeId old = ConvertTo(b, run.value, rt);
-      NodeId upd = b.Add(b.Multiply(b.Subtract(Splat(b, rt, 1, {ch}), m), old), b.Multiply(m, stat));
+      NodeId upd =
+          b.Add(b.Multiply(b.Subtract(Splat(b, rt, 1, {ch}), m), old), b.Multiply(m, stat));
       r.push_back(Finish(b, b.Reshape(upd, o.sizes), o));
     }
   }
@@ -324,7 +331,8 @@ LowerResult LowerBatchNormBackward(GraphBuilder& b, const AtenCall& c) {
   EMBER_ASSIGN_OR_RETURN(auto sr, OptTensorAt(c, 6));
   EMBER_ASSIGN_OR_RETURN(bool train, BoolAt(c, 7));
   EMBER_ASSIGN_OR_RETURN(Val eps, ValAt(c, 8));
-  if (!IsFloat(x.dtype) || x.sizes.size() < 2) return Declined("batch norm of integers or rank < 2");
+  if (!IsFloat(x.dtype) || x.sizes.size() < 2)
+    return Declined("batch norm of integers or rank < 2");
   if (train && (!sm || !sr)) return Declined("training backward without saved stats");
   if (!train && (!rm || !rv)) return Declined("eval backward without running stats");
   if (c.outputs.size() != 3) return InvalidArgument(c.op, ": expected three outputs");
@@ -345,7 +353,8 @@ LowerResult LowerBatchNormBackward(GraphBuilder& b, const AtenCall& c) {
   std::vector<NodeId> r(3, kInvalidNode);
   if (Mask(c, 9, 0)) {
     NodeId gw = w ? b.Multiply(gv, ChannelVec(b, *w, t, l)) : gv;
-    NodeId dx = train ? NormInputGrad(b, gw, xhat, rstd_f, x.sizes, l.dims) : b.Multiply(gw, rstd_f);
+    NodeId dx =
+        train ? NormInputGrad(b, gw, xhat, rstd_f, x.sizes, l.dims) : b.Multiply(gw, rstd_f);
     r[0] = Finish(b, dx, c.outputs[0]);
   }
   if (Mask(c, 9, 1)) r[1] = SumTo(b, b.Multiply(gv, xhat), l.dims, c.outputs[1]);

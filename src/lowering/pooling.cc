@@ -84,11 +84,14 @@ LowerResult LowerMaxPool(GraphBuilder& b, const AtenCall& c) {
   // element: padding never wins; the first real element of a window starts
   // it (eager starts from its top-left valid element with max = -inf).
   std::vector<int64_t> plane = {psizes[lead], psizes[lead + 1]};
-  NodeId row = b.Subtract(b.Iota(Shape(DType::kS64, plane), 0), Splat(b, DType::kS64, double(p.ph), plane));
-  NodeId col = b.Subtract(b.Iota(Shape(DType::kS64, plane), 1), Splat(b, DType::kS64, double(p.pw), plane));
+  NodeId row =
+      b.Subtract(b.Iota(Shape(DType::kS64, plane), 0), Splat(b, DType::kS64, double(p.ph), plane));
+  NodeId col =
+      b.Subtract(b.Iota(Shape(DType::kS64, plane), 1), Splat(b, DType::kS64, double(p.pw), plane));
   NodeId flat = b.Add(b.Multiply(row, Splat(b, DType::kS64, double(w), plane)), col);
   flat = BroadcastTo(b, flat, plane, psizes);
-  NodeId valid = b.Pad(Splat(b, DType::kPred, 1, x.sizes), b.ConstantScalar(DType::kPred, 0), lo, hi, in);
+  NodeId valid =
+      b.Pad(Splat(b, DType::kPred, 1, x.sizes), b.ConstantScalar(DType::kPred, 0), lo, hi, in);
   NodeId best = kInvalidNode, best_i = kInvalidNode, best_ok = kInvalidNode;
   for (int64_t i = 0; i < p.kh; ++i) {
     for (int64_t j = 0; j < p.kw; ++j) {
@@ -104,8 +107,8 @@ LowerResult LowerMaxPool(GraphBuilder& b, const AtenCall& c) {
       NodeId better = b.Binary(OpKind::kOr, b.Compare(cv, best, ComparisonKind::kGt),
                                b.Binary(OpKind::kAnd, b.Compare(cv, cv, ComparisonKind::kNe),
                                         b.Compare(best, best, ComparisonKind::kEq)));
-      NodeId take = b.Binary(OpKind::kAnd, ok,
-                             b.Binary(OpKind::kOr, b.Unary(OpKind::kNot, best_ok), better));
+      NodeId take =
+          b.Binary(OpKind::kAnd, ok, b.Binary(OpKind::kOr, b.Unary(OpKind::kNot, best_ok), better));
       best = b.Select(take, cv, best);
       best_i = b.Select(take, ci, best_i);
       best_ok = b.Binary(OpKind::kOr, best_ok, ok);
@@ -128,7 +131,8 @@ LowerResult LowerMaxPoolBackward(GraphBuilder& b, const AtenCall& c) {
   for (int64_t i = 0; i < lead; ++i) planes *= x.sizes[i];
   int64_t hw = x.sizes[lead] * x.sizes[lead + 1];
   int64_t ohw = g.sizes[lead] * g.sizes[lead + 1];
-  if (planes * hw == 0 || planes * ohw == 0) return CheckOutputs(b, c, {Splat(b, out.dtype, 0, out.sizes)});
+  if (planes * hw == 0 || planes * ohw == 0)
+    return CheckOutputs(b, c, {Splat(b, out.dtype, 0, out.sizes)});
   DType t = ComputeType(out.dtype);
   int64_t m = planes * ohw;
   NodeId gv = b.Reshape(ConvertTo(b, g.value, t), {m});

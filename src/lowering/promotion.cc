@@ -47,19 +47,26 @@ bool IsBarebonesUnsigned(DType t) {
 
 int SignedRank(DType t) {  // s8 < s16 < s32 < s64
   switch (t) {
-    case DType::kS8: return 0;
-    case DType::kS16: return 1;
-    case DType::kS32: return 2;
-    default: return 3;
+    case DType::kS8:
+      return 0;
+    case DType::kS16:
+      return 1;
+    case DType::kS32:
+      return 2;
+    default:
+      return 3;
   }
 }
 
 int FloatRank(DType t) {  // f16, bf16 < f32 < f64
   switch (t) {
     case DType::kF16:
-    case DType::kBF16: return 0;
-    case DType::kF32: return 1;
-    default: return 2;
+    case DType::kBF16:
+      return 0;
+    case DType::kF32:
+      return 1;
+    default:
+      return 2;
   }
 }
 
@@ -107,8 +114,10 @@ std::optional<DType> ResultType(const std::vector<Val>& operands) {
     DType t = v.dtype;
     if (v.tier == PromoTier::kWrapped) {
       // A wrapped number takes part as the default dtype of its category.
-      if (IsFloat(t)) t = DType::kF32;
-      else if (IsInteger(t)) t = DType::kS64;
+      if (IsFloat(t))
+        t = DType::kF32;
+      else if (IsInteger(t))
+        t = DType::kS64;
     }
     auto& slot = tiers[static_cast<int>(v.tier)];
     if (!slot) {
@@ -125,9 +134,7 @@ std::optional<DType> ResultType(const std::vector<Val>& operands) {
   return r;
 }
 
-DType ComputeType(DType t) {
-  return (t == DType::kBF16 || t == DType::kF16) ? DType::kF32 : t;
-}
+DType ComputeType(DType t) { return (t == DType::kBF16 || t == DType::kF16) ? DType::kF32 : t; }
 
 std::optional<std::vector<int64_t>> BroadcastShapes(const std::vector<int64_t>& a,
                                                     const std::vector<int64_t>& b) {

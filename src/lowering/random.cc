@@ -99,7 +99,8 @@ LowerResult LowerNativeDropout(GraphBuilder& b, const AtenCall& c) {
   if (!c.rng) return Declined("random op without (seed, offset) inputs");
   DType t = ComputeType(out.dtype);
   p.tier = PromoTier::kWrapped;
-  NodeId keep_p = b.Subtract(Splat(b, DType::kF64, 1, {}), Prepare(b, p, DType::kF64, DType::kF64, {}));
+  NodeId keep_p =
+      b.Subtract(Splat(b, DType::kF64, 1, {}), Prepare(b, p, DType::kF64, DType::kF64, {}));
   NodeId zero = b.ConstantScalar(DType::kF64, 0);
   NodeId scale = b.Select(b.Compare(keep_p, zero, ComparisonKind::kEq), zero,
                           b.Divide(b.ConstantScalar(DType::kF64, 1), keep_p));
@@ -146,7 +147,8 @@ LowerResult LowerRandint(GraphBuilder& b, const AtenCall& c) {
     return Declined("randint range above 2^53");
   if (!IsInteger(out.dtype) && !IsFloat(out.dtype)) return Declined("randint dtype");
   NodeId u = Uniform(b, c, DType::kF64, out.sizes);
-  NodeId v = b.Unary(OpKind::kFloor, b.Multiply(u, Splat(b, DType::kF64, double(high - low), out.sizes)));
+  NodeId v =
+      b.Unary(OpKind::kFloor, b.Multiply(u, Splat(b, DType::kF64, double(high - low), out.sizes)));
   v = b.Minimum(v, Splat(b, DType::kF64, double(high - low - 1), out.sizes));
   NodeId r = b.Add(ConvertTo(b, v, DType::kS64), Splat(b, DType::kS64, double(low), out.sizes));
   return CheckOutputs(b, c, {ConvertTo(b, r, out.dtype)});

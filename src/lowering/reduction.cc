@@ -29,7 +29,8 @@ std::vector<int64_t> ReductionDims(const std::optional<std::vector<int64_t>>& di
   return dims;
 }
 
-std::vector<int64_t> KeptSizes(const std::vector<int64_t>& sizes, const std::vector<int64_t>& dims) {
+std::vector<int64_t> KeptSizes(const std::vector<int64_t>& sizes,
+                               const std::vector<int64_t>& dims) {
   std::vector<int64_t> r = sizes;
   for (int64_t d : dims) r[d] = 1;
   return r;
@@ -63,8 +64,7 @@ struct FloatReduction {
   DType t = DType::kF32;
   NodeId v = kInvalidNode;
 };
-StatusOr<FloatReduction> StartFloatReduction(GraphBuilder& b, const AtenCall& c,
-                                             const TensorArg& x,
+StatusOr<FloatReduction> StartFloatReduction(GraphBuilder& b, const AtenCall& c, const TensorArg& x,
                                              const std::optional<std::vector<int64_t>>& dim,
                                              const OutputMeta& out) {
   int64_t rank = static_cast<int64_t>(x.sizes.size());
@@ -111,15 +111,23 @@ LowerResult LowerReduce(GraphBuilder& b, const AtenCall& c) {
   NodeId v = ConvertTo(b, ConvertTo(b, x.value, out.dtype), compute);
   NodeId r;
   switch (K) {
-    case Red::kSum: r = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kAdd); break;
+    case Red::kSum:
+      r = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kAdd);
+      break;
     case Red::kMean:
       r = b.Divide(ReduceKeep(b, v, x.sizes, dims, ReduceKind::kAdd),
                    Splat(b, compute, static_cast<double>(CountOver(x.sizes, dims)),
                          KeptSizes(x.sizes, dims)));
       break;
-    case Red::kProd: r = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kMultiply); break;
-    case Red::kAmax: r = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kMaximum); break;
-    case Red::kAmin: r = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kMinimum); break;
+    case Red::kProd:
+      r = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kMultiply);
+      break;
+    case Red::kAmax:
+      r = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kMaximum);
+      break;
+    case Red::kAmin:
+      r = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kMinimum);
+      break;
   }
   return CheckOutputs(b, c, {Finish(b, Shaped(b, r, out), out)});
 }
@@ -143,8 +151,9 @@ LowerResult LowerMaxDim(GraphBuilder& b, const AtenCall& c) {
     values = b.Reduce(x.value, {d}, kMax ? ReduceKind::kMaximum : ReduceKind::kMinimum);
     indices = kMax ? b.ArgMax(x.value, d) : b.ArgMin(x.value, d);
   }
-  return CheckOutputs(b, c, {Finish(b, Shaped(b, values, c.outputs[0]), c.outputs[0]),
-                             Finish(b, Shaped(b, indices, c.outputs[1]), c.outputs[1])});
+  return CheckOutputs(b, c,
+                      {Finish(b, Shaped(b, values, c.outputs[0]), c.outputs[0]),
+                       Finish(b, Shaped(b, indices, c.outputs[1]), c.outputs[1])});
 }
 
 // argmax/argmin(self, dim?, keepdim): dim None flattens.
@@ -233,7 +242,8 @@ LowerResult LowerLogSumExp(GraphBuilder& b, const AtenCall& c) {
   DType t = fr.t;
   NodeId v = fr.v;
   NodeId m = ReduceKeep(b, v, x.sizes, dims, ReduceKind::kMaximum);
-  NodeId inf = b.Compare(b.Unary(OpKind::kAbs, m), Splat(b, t, INFINITY, kept), ComparisonKind::kEq);
+  NodeId inf =
+      b.Compare(b.Unary(OpKind::kAbs, m), Splat(b, t, INFINITY, kept), ComparisonKind::kEq);
   m = b.Select(inf, Splat(b, t, 0, kept), m);
   NodeId e = b.Exp(b.Subtract(v, BroadcastTo(b, m, kept, x.sizes)));
   NodeId r = b.Add(b.Unary(OpKind::kLog, ReduceKeep(b, e, x.sizes, dims, ReduceKind::kAdd)), m);
@@ -251,14 +261,17 @@ NodeId VectorNorm(GraphBuilder& b, NodeId v, const std::vector<int64_t>& sizes,
   std::vector<int64_t> kept = KeptSizes(sizes, dims);
   NodeId a = b.Unary(OpKind::kAbs, v);
   NodeId ord_full = BroadcastTo(b, ord_kept, kept, sizes);
-  NodeId general = b.Binary(
-      OpKind::kPower, ReduceKeep(b, b.Binary(OpKind::kPower, a, ord_full), sizes, dims, ReduceKind::kAdd),
-      b.Divide(Splat(b, t, 1, kept), ord_kept));
+  NodeId general =
+      b.Binary(OpKind::kPower,
+               ReduceKeep(b, b.Binary(OpKind::kPower, a, ord_full), sizes, dims, ReduceKind::kAdd),
+               b.Divide(Splat(b, t, 1, kept), ord_kept));
   NodeId amax = ReduceKeep(b, a, sizes, dims, ReduceKind::kMaximum);
   NodeId amin = ReduceKeep(b, a, sizes, dims, ReduceKind::kMinimum);
   NodeId nz = ConvertTo(b, b.Compare(a, Splat(b, t, 0, sizes), ComparisonKind::kNe), t);
   NodeId count = ReduceKeep(b, nz, sizes, dims, ReduceKind::kAdd);
-  auto is = [&](double val) { return b.Compare(ord_kept, Splat(b, t, val, kept), ComparisonKind::kEq); };
+  auto is = [&](double val) {
+    return b.Compare(ord_kept, Splat(b, t, val, kept), ComparisonKind::kEq);
+  };
   NodeId r = b.Select(is(0), count, general);
   r = b.Select(is(-INFINITY), amin, r);
   return b.Select(is(INFINITY), amax, r);
@@ -266,7 +279,8 @@ NodeId VectorNorm(GraphBuilder& b, NodeId v, const std::vector<int64_t>& sizes,
 
 namespace {
 
-// linalg_vector_norm(self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
+// linalg_vector_norm(self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType?
+// dtype=None)
 LowerResult LowerVectorNorm(GraphBuilder& b, const AtenCall& c) {
   EMBER_RETURN_IF_ERROR(DeclineComplex(c));
   EMBER_ASSIGN_OR_RETURN(TensorArg x, TensorAt(c, 0));

@@ -7,19 +7,19 @@
 
 namespace ember::lowering {
 
-void RegisterElementwise(LoweringTable& t);  // elementwise.cc
-void RegisterComparison(LoweringTable& t);   // comparison.cc
-void RegisterReduction(LoweringTable& t);    // reduction.cc
-void RegisterActivation(LoweringTable& t);   // activation.cc
-void RegisterNorm(LoweringTable& t);         // norm.cc
-void RegisterLoss(LoweringTable& t);         // loss.cc
-void RegisterMatmul(LoweringTable& t);       // matmul.cc
-void RegisterDataMovement(LoweringTable& t); // data_movement.cc
-void RegisterIndexing(LoweringTable& t);     // indexing.cc
-void RegisterFactory(LoweringTable& t);      // factory.cc
-void RegisterForeach(LoweringTable& t);      // foreach.cc
-void RegisterRandom(LoweringTable& t);       // random.cc
-void RegisterPooling(LoweringTable& t);      // pooling.cc
-void RegisterAttention(LoweringTable& t);    // attention.cc
+void RegisterElementwise(LoweringTable& t);   // elementwise.cc
+void RegisterComparison(LoweringTable& t);    // comparison.cc
+void RegisterReduction(LoweringTable& t);     // reduction.cc
+void RegisterActivation(LoweringTable& t);    // activation.cc
+void RegisterNorm(LoweringTable& t);          // norm.cc
+void RegisterLoss(LoweringTable& t);          // loss.cc
+void RegisterMatmul(LoweringTable& t);        // matmul.cc
+void RegisterDataMovement(LoweringTable& t);  // data_movement.cc
+void RegisterIndexing(LoweringTable& t);      // indexing.cc
+void RegisterFactory(LoweringTable& t);       // factory.cc
+void RegisterForeach(LoweringTable& t);       // foreach.cc
+void RegisterRandom(LoweringTable& t);        // random.cc
+void RegisterPooling(LoweringTable& t);       // pooling.cc
+void RegisterAttention(LoweringTable& t);     // attention.cc
 
 }  // namespace ember::lowering

@@ -109,8 +109,8 @@ BufferAssignment AssignBuffers(const std::vector<ScheduledValue>& values,
 std::string BufferAssignment::DebugString() const {
   std::ostringstream os;
   os << "buffer assignment: " << stats.num_buffers << " buffers, total " << stats.total_bytes
-     << " B, peak " << stats.peak_bytes << " B, " << stats.reused << " reused, "
-     << stats.in_place << " in place\n";
+     << " B, peak " << stats.peak_bytes << " B, " << stats.reused << " reused, " << stats.in_place
+     << " in place\n";
   for (size_t v = 0; v < values.size(); ++v) {
     os << "  " << (values[v].name.empty() ? "v" + std::to_string(v) : values[v].name) << " ("
        << values[v].bytes << " B) -> ";

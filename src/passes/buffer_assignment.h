@@ -34,25 +34,25 @@
 namespace ember {
 
 struct ScheduledValue {
-  std::string name;          // for DebugString, e.g. "%5"
+  std::string name;  // for DebugString, e.g. "%5"
   int64_t bytes = 0;
-  bool parameter = false;    // the caller's buffer (never assigned)
-  bool donated = false;      // a parameter an alias may overwrite
-  bool output = false;       // returned to the caller: never shared
-  bool plannable = false;    // raw storage the runtime hands to a kernel
+  bool parameter = false;  // the caller's buffer (never assigned)
+  bool donated = false;    // a parameter an alias may overwrite
+  bool output = false;     // returned to the caller: never shared
+  bool plannable = false;  // raw storage the runtime hands to a kernel
 };
 
 struct ScheduledStep {
-  std::vector<int> reads;    // value indices (may repeat)
+  std::vector<int> reads;  // value indices (may repeat)
   std::vector<int> writes;
-  int in_place_read = -1;    // a value writes[0] may overwrite (see above)
+  int in_place_read = -1;  // a value writes[0] may overwrite (see above)
 };
 
 struct AssignmentStats {
   int64_t peak_bytes = 0;
   int64_t total_bytes = 0;
-  int reused = 0;            // values that took a buffer another value used before
-  int in_place = 0;          // values written into their input's buffer
+  int reused = 0;    // values that took a buffer another value used before
+  int in_place = 0;  // values written into their input's buffer
   int num_buffers = 0;
 };
 

@@ -302,7 +302,8 @@ TEST(BufferAssignment, RandomFusionDagsReuseAndMatchTheInterpreter) {
     for (const Step& st : exe->steps()) ASSERT_EQ(st.kind, StepKind::kKernel);
     reused += exe->assignment()->stats.reused;
     in_place += exe->assignment()->stats.in_place;
-    SCOPED_TRACE(internal::StrCat("seed ", seed, "\n", PrintGraph(*g), exe->AssignmentDebugString()));
+    SCOPED_TRACE(
+        internal::StrCat("seed ", seed, "\n", PrintGraph(*g), exe->AssignmentDebugString()));
     ExpectMatchesInterpreter(*exe, seed);
   }
   EXPECT_GT(reused, 0);

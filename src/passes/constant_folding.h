@@ -1,8 +1,8 @@
 // constant-folding: replaces a node whose operands are all constants by the
 // constant it evaluates to, when the result is an array of at most
 // kMaxFoldedElements elements (small constants only: folding must not blow up
-// the graph) and its operands hold at most kMaxFoldedOperandElements. Values come from the reference interpreter (EvaluateNode), so
-// folding is exactly value-preserving.
+// the graph) and its operands hold at most kMaxFoldedOperandElements. Values come from the
+// reference interpreter (EvaluateNode), so folding is exactly value-preserving.
 //
 // Never folded: parameters, leaves without operands (iota stays an iota),
 // rng ops, custom-call, optimization-barrier, tuple-shaped results, and

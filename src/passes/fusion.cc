@@ -18,14 +18,16 @@ namespace {
 
 struct Cluster {
   NodeId root = kInvalidNode;
-  std::vector<NodeId> members;          // root first, then in joining order
-  std::unordered_set<NodeId> in;        // members (absorbed and duplicated)
+  std::vector<NodeId> members;                     // root first, then in joining order
+  std::unordered_set<NodeId> in;                   // members (absorbed and duplicated)
   std::unordered_map<NodeId, double> evaluations;  // per kernel run
-  std::vector<NodeId> reduces;  // in joining order
-  bool row = false;             // a row fusion (fusion_legality.h CanRowFuse)
+  std::vector<NodeId> reduces;                     // in joining order
+  bool row = false;                                // a row fusion (fusion_legality.h CanRowFuse)
 };
 
-double Elements(const Shape& s) { return s.is_tuple() ? 0.0 : static_cast<double>(s.num_elements()); }
+double Elements(const Shape& s) {
+  return s.is_tuple() ? 0.0 : static_cast<double>(s.num_elements());
+}
 
 // Whether broadcast-in-dim `c` repeats each element of its operand along
 // the innermost dims only (operand = the leading dims of the result, mapped
@@ -59,19 +61,30 @@ double ProducerEvaluations(const Graph& g, const Node& producer, const Node& c, 
 // Short op names for kernel names ("mul", "exp", "reduce_sum", ...).
 std::string ShortName(const Node& n) {
   switch (n.op) {
-    case OpKind::kAdd: return "add";
-    case OpKind::kSubtract: return "sub";
-    case OpKind::kMultiply: return "mul";
-    case OpKind::kDivide: return "div";
-    case OpKind::kMaximum: return "max";
-    case OpKind::kMinimum: return "min";
-    case OpKind::kExp: return "exp";
-    case OpKind::kNegate: return "neg";
-    case OpKind::kBroadcastInDim: return "bcast";
+    case OpKind::kAdd:
+      return "add";
+    case OpKind::kSubtract:
+      return "sub";
+    case OpKind::kMultiply:
+      return "mul";
+    case OpKind::kDivide:
+      return "div";
+    case OpKind::kMaximum:
+      return "max";
+    case OpKind::kMinimum:
+      return "min";
+    case OpKind::kExp:
+      return "exp";
+    case OpKind::kNegate:
+      return "neg";
+    case OpKind::kBroadcastInDim:
+      return "bcast";
     case OpKind::kReduce: {
       std::string k = n.attrs.GetString("to_apply");
-      return "reduce_" + (k == "add" ? std::string("sum") : k == "maximum" ? "max"
-                                                          : k == "minimum" ? "min" : k);
+      return "reduce_" + (k == "add"       ? std::string("sum")
+                          : k == "maximum" ? "max"
+                          : k == "minimum" ? "min"
+                                           : k);
     }
     default: {
       std::string s(OpName(n.op));
@@ -168,9 +181,7 @@ class FusionBuilder {
   }
 
  private:
-  bool Materialized(NodeId y) const {
-    return owner_[y] == -1 || clusters_[owner_[y]].root == y;
-  }
+  bool Materialized(NodeId y) const { return owner_[y] == -1 || clusters_[owner_[y]].root == y; }
 
   void Refuse(NodeId producer, NodeId consumer, const std::string& reason) {
     std::ostringstream os;
@@ -256,8 +267,8 @@ class FusionBuilder {
             break;
           }
       }
-      FusionDecision d = CanFuseReduceResult(g_, p, std::vector<NodeId>(down.begin(), down.end()),
-                                             c.reduces, row);
+      FusionDecision d =
+          CanFuseReduceResult(g_, p, std::vector<NodeId>(down.begin(), down.end()), c.reduces, row);
       if (!d) return d;
     }
     double evals = 0;
@@ -290,8 +301,8 @@ class FusionBuilder {
       from_constants = true;
       for (NodeId y : pn.operands) from_constants = from_constants && constant_like(g_.node(y));
     }
-    FusionDecision dup = ShouldDuplicate(pn, static_cast<int>(users_[p].size()), is_output_[p],
-                                         from_constants);
+    FusionDecision dup =
+        ShouldDuplicate(pn, static_cast<int>(users_[p].size()), is_output_[p], from_constants);
     if (!dup) return dup;
     for (NodeId y : pn.operands) {
       if (!Materialized(y)) {
@@ -344,10 +355,10 @@ class FusionBuilder {
   const Graph& g_;
   std::vector<std::string>& refusals_;
   std::vector<std::vector<NodeId>> users_;
-  std::vector<int> owner_;       // cluster absorbing the node (or rooted at it); -1: none
-  std::vector<bool> is_input_;   // read by some fusion as an input: must stay materialized
+  std::vector<int> owner_;      // cluster absorbing the node (or rooted at it); -1: none
+  std::vector<bool> is_input_;  // read by some fusion as an input: must stay materialized
   std::vector<bool> is_output_;
-  std::vector<bool> dead_;       // fusible, and read by no materialized node: dropped
+  std::vector<bool> dead_;  // fusible, and read by no materialized node: dropped
   std::vector<Cluster> clusters_;
 };
 

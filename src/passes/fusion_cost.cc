@@ -14,9 +14,18 @@ std::string Label(const Node& n) {
 
 bool IsTranscendental(OpKind op) {
   switch (op) {
-    case OpKind::kExp: case OpKind::kLog: case OpKind::kLog1p: case OpKind::kExpm1:
-    case OpKind::kSqrt: case OpKind::kRsqrt: case OpKind::kTanh: case OpKind::kLogistic:
-    case OpKind::kSin: case OpKind::kCos: case OpKind::kErf: case OpKind::kPower:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kLog1p:
+    case OpKind::kExpm1:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kTanh:
+    case OpKind::kLogistic:
+    case OpKind::kSin:
+    case OpKind::kCos:
+    case OpKind::kErf:
+    case OpKind::kPower:
     case OpKind::kAtan2:
       return true;
     default:
@@ -48,8 +57,7 @@ bool IsExpensive(const Node& n) {
   return n.op == OpKind::kReduce || ElementCost(n) >= kExpensiveCost;
 }
 
-FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output,
-                               bool from_constants) {
+FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output, bool from_constants) {
   std::ostringstream os;
   const std::string users = UsersText(num_users, is_output);
   if (p.op == OpKind::kReduce) {
@@ -57,8 +65,8 @@ FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output,
     return FusionDecision::No(os.str());
   }
   if (IsExpensive(p)) {
-    os << "expensive producer " << Label(p) << " (cost " << ElementCost(p)
-       << " per element) " << users << "; not duplicated";
+    os << "expensive producer " << Label(p) << " (cost " << ElementCost(p) << " per element) "
+       << users << "; not duplicated";
     return FusionDecision::No(os.str());
   }
   const bool cheap = p.op == OpKind::kConstant || p.op == OpKind::kIota ||
@@ -120,8 +128,8 @@ FusionDecision CanRecompute(const Node& p, double evaluations, int passes) {
   // The tolerance absorbs rounding in the evaluation counts (doubles).
   if (!IsExpensive(p) || evaluations <= elems * passes * (1 + 1e-9)) return FusionDecision::Yes();
   std::ostringstream os;
-  os << "expensive producer " << Label(p) << " would be evaluated " << evaluations
-     << " times for " << elems << " elements ("
+  os << "expensive producer " << Label(p) << " would be evaluated " << evaluations << " times for "
+     << elems << " elements ("
      << (passes > 1 ? "more than once per pass over the rows"
                     : "replicated by a broadcast in the fusion")
      << ")";

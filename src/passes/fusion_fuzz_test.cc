@@ -61,10 +61,10 @@ std::string CheckFusedStructure(const Graph& g) {
 }
 
 TEST(FusionFuzz, FusedGraphsEvaluateBitIdentically) {
-  const uint64_t seed = EnvOr(
-      "EMBER_FUZZ_SEED",
-      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) %
-          1000000007u);
+  const uint64_t seed =
+      EnvOr("EMBER_FUZZ_SEED",
+            static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) %
+                1000000007u);
   const uint64_t graphs = EnvOr("EMBER_FUZZ_GRAPHS", 500);
   std::cout << "fusion fuzz: EMBER_FUZZ_SEED=" << seed << " EMBER_FUZZ_GRAPHS=" << graphs
             << std::endl;
@@ -114,15 +114,16 @@ TEST(FusionFuzz, FusedGraphsEvaluateBitIdentically) {
           }
           ++compared;
         } else if (want.status().code() != got.status().code()) {
-          problem = "error codes differ: " + want.status().ToString() + " vs " +
-                    got.status().ToString();
+          problem =
+              "error codes differ: " + want.status().ToString() + " vs " + got.status().ToString();
         }
       }
       if (!problem.empty()) {
         ++failures;
         ADD_FAILURE() << "seed " << graph_seed << " (EMBER_FUZZ_SEED=" << graph_seed
                       << " EMBER_FUZZ_GRAPHS=1), " << what << ": " << problem << "\noriginal:\n"
-                      << PrintGraph(*made) << "after:\n" << PrintGraph(g);
+                      << PrintGraph(*made) << "after:\n"
+                      << PrintGraph(g);
       }
       if (variant == 0) {
         for (const Node& n : g.nodes()) {
@@ -132,8 +133,8 @@ TEST(FusionFuzz, FusedGraphsEvaluateBitIdentically) {
       }
     }
   }
-  std::cout << "fusion fuzz: " << graphs << " graphs, " << compared << " comparisons, "
-            << fusions << " fusions (" << input_fusions << " input fusions)" << std::endl;
+  std::cout << "fusion fuzz: " << graphs << " graphs, " << compared << " comparisons, " << fusions
+            << " fusions (" << input_fusions << " input fusions)" << std::endl;
   EXPECT_EQ(failures, 0) << "base seed " << seed;
   if (graphs >= 100) {
     EXPECT_GT(fusions, static_cast<int64_t>(graphs));

@@ -56,8 +56,7 @@ FusionDecision IsFusibleNode(const Node& n) {
   if (!IsLoopFusibleOp(n.op) && n.op != OpKind::kReduce)
     return FusionDecision::No(std::string(OpName(n.op)) + " stays outside fusions");
   if (n.shape.is_tuple()) return FusionDecision::No("tuple-shaped values stay outside fusions");
-  if (IsComplex(n.shape.dtype()))
-    return FusionDecision::No("complex values stay outside fusions");
+  if (IsComplex(n.shape.dtype())) return FusionDecision::No("complex values stay outside fusions");
   return FusionDecision::Yes();
 }
 
@@ -84,7 +83,8 @@ FusionDecision CanRowFuse(const Graph& g, NodeId reduce, const std::vector<NodeI
   const int rank = xs.rank();
   const int k = rank - static_cast<int>(dims.size());
   bool suffix = !dims.empty() && k >= 1;
-  for (size_t i = 0; suffix && i < dims.size(); ++i) suffix = dims[i] == k + static_cast<int64_t>(i);
+  for (size_t i = 0; suffix && i < dims.size(); ++i)
+    suffix = dims[i] == k + static_cast<int64_t>(i);
   std::ostringstream os;
   if (!suffix) {
     os << Label(r) << " reduces dims " << DimsText(dims) << " of " << xs.ToString()

@@ -298,13 +298,15 @@ graph fused_mul_2(%p0: f32[8], %p1: f32[8]) {
   ROOT (%2)
 }
 )",
-               {
-                "refuse %1 -> %3: expensive producer exponential %1 (cost 20 per element) has 2 users; not duplicated",
-                "refuse %1 -> %2: expensive producer exponential %1 (cost 20 per element) has 2 users; not duplicated"});
+               {"refuse %1 -> %3: expensive producer exponential %1 (cost 20 per element) has 2 "
+                "users; not duplicated",
+                "refuse %1 -> %2: expensive producer exponential %1 (cost 20 per element) has 2 "
+                "users; not duplicated"});
 }
 
 TEST(FusionTest, NothingFusesAcrossABarrier) {
-  ExpectFusion(R"(graph g(%p0: f32[8]) {
+  ExpectFusion(
+      R"(graph g(%p0: f32[8]) {
   %0 = f32[8] parameter(0)
   %1 = f32[8] negate(%0)
   %2 = (f32[8]) optimization-barrier(%1)
@@ -313,7 +315,7 @@ TEST(FusionTest, NothingFusesAcrossABarrier) {
   ROOT (%4)
 }
 )",
-               R"(graph g(%p0: f32[8]) {
+      R"(graph g(%p0: f32[8]) {
   %0 = f32[8] parameter(0)
   %1 = f32[8] fusion(%0), calls=fused_neg_0, kind=loop
   %2 = (f32[8]) optimization-barrier(%1)
@@ -334,8 +336,7 @@ graph fused_abs_1(%p0: f32[8]) {
   ROOT (%1)
 }
 )",
-               {
-                "refuse %3 -> %4: nothing fuses across an optimization-barrier (optimization-barrier %2)"});
+      {"refuse %3 -> %4: nothing fuses across an optimization-barrier (optimization-barrier %2)"});
 }
 
 TEST(FusionTest, RngIsNeverFused) {
@@ -364,8 +365,7 @@ graph fused_mul_0(%p0: f32[8], %p1: f32[8]) {
   ROOT (%2)
 }
 )",
-               {
-                "refuse %3 -> %4: rng ops are never moved or merged"});
+               {"refuse %3 -> %4: rng ops are never moved or merged"});
 }
 
 TEST(FusionTest, DotStaysExtern) {
@@ -399,8 +399,7 @@ graph fused_exp_1(%p0: f32[4,2]) {
   ROOT (%1)
 }
 )",
-               {
-                "refuse %3 -> %4: dot-general stays extern"});
+               {"refuse %3 -> %4: dot-general stays extern"});
 }
 
 TEST(FusionTest, CheapBroadcastIsDuplicatedIntoEachConsumer) {
@@ -441,8 +440,7 @@ graph fused_mul_1(%p0: f32[], %p1: f32[4,8]) {
   ROOT (%3)
 }
 )",
-               {
-                "refuse %5 -> %6: dot-general stays extern"});
+               {"refuse %5 -> %6: dot-general stays extern"});
 }
 
 // exp of f32[8] broadcast along dim 1 of f32[4,8] would run 32 times.
@@ -478,8 +476,8 @@ graph fused_mul_1(%p0: f32[8], %p1: f32[4,8]) {
   ROOT (%3)
 }
 )",
-               {
-                "refuse %2 -> %3: expensive producer exponential %2 would be evaluated 32 times for 8 elements (replicated by a broadcast in the fusion)"});
+               {"refuse %2 -> %3: expensive producer exponential %2 would be evaluated 32 times "
+                "for 8 elements (replicated by a broadcast in the fusion)"});
 }
 
 // A row broadcast (operand = the leading dims) is evaluated once per row:
@@ -577,13 +575,15 @@ graph fused_sub_1(%p0: f32[4], %p1: f32[8,4]) {
   ROOT (%3)
 }
 )",
-               {
-                "refuse %1 -> %2: reduce %1 result is broadcast back to f32[8,4] by broadcast-in-dim %2; no row fusion: reduce %1 reduces dims {0} of f32[8,4]; a row fusion needs reductions over the innermost dims, keeping at least one"});
+               {"refuse %1 -> %2: reduce %1 result is broadcast back to f32[8,4] by "
+                "broadcast-in-dim %2; no row fusion: reduce %1 reduces dims {0} of f32[8,4]; a row "
+                "fusion needs reductions over the innermost dims, keeping at least one"});
 }
 
 // A transpose of a value computed from a row reduction reads other rows.
 TEST(FusionTest, TransposeOfARowValueIsRefused) {
-  ExpectFusion(R"(graph g(%p0: f32[8,8]) {
+  ExpectFusion(
+      R"(graph g(%p0: f32[8,8]) {
   %0 = f32[8,8] parameter(0)
   %1 = f32[8] reduce(%0), dimensions={1}, to_apply=maximum
   %2 = f32[8,8] broadcast-in-dim(%1), dimensions={0}
@@ -592,7 +592,7 @@ TEST(FusionTest, TransposeOfARowValueIsRefused) {
   ROOT (%4)
 }
 )",
-               R"(graph g(%p0: f32[8,8]) {
+      R"(graph g(%p0: f32[8,8]) {
   %0 = f32[8,8] parameter(0)
   %1 = f32[8] fusion(%0), calls=fused_reduce_max_0, kind=input
   %2 = f32[8,8] fusion(%1, %0), calls=fused_sub_transpose_1, kind=loop
@@ -614,8 +614,9 @@ graph fused_sub_transpose_1(%p0: f32[8], %p1: f32[8,8]) {
   ROOT (%4)
 }
 )",
-               {
-                "refuse %1 -> %2: reduce %1 result is broadcast back to f32[8,8] by broadcast-in-dim %2; no row fusion: transpose %4 consumes reduce %1's rows other than elementwise per row (a row fusion allows elementwise ops of shape f32[8,8] or f32[8] and broadcasts back)"});
+      {"refuse %1 -> %2: reduce %1 result is broadcast back to f32[8,8] by broadcast-in-dim %2; no "
+       "row fusion: transpose %4 consumes reduce %1's rows other than elementwise per row (a row "
+       "fusion allows elementwise ops of shape f32[8,8] or f32[8] and broadcasts back)"});
 }
 
 // Reductions over dims {1,2} and {2} of one shape are different rows.
@@ -651,8 +652,9 @@ graph fused_sub_reduce_max_1(%p0: f32[4], %p1: f32[4,8,16]) {
   ROOT (%4)
 }
 )",
-               {
-                "refuse %1 -> %2: the fusion already contains reduce %4 (one reduction per input fusion); no row fusion: reduce %1 (dims {1,2} of f32[4,8,16]) and reduce %4 (dims {2} of f32[4,8,16]) reduce different rows"});
+               {"refuse %1 -> %2: the fusion already contains reduce %4 (one reduction per input "
+                "fusion); no row fusion: reduce %1 (dims {1,2} of f32[4,8,16]) and reduce %4 (dims "
+                "{2} of f32[4,8,16]) reduce different rows"});
 }
 
 TEST(FusionTest, DataMovementChainIsOneLoopFusion) {
@@ -737,8 +739,9 @@ TEST(FusionTest, NothingToFuse) {
 }
 
 TEST(FusionTest, CheapProducerBeyondTheDuplicationBound) {
-  std::string text = "graph g(%p0: f32[4]) {\n  %0 = f32[4] parameter(0)\n"
-                     "  %1 = f32[4] reshape(%0)\n";
+  std::string text =
+      "graph g(%p0: f32[4]) {\n  %0 = f32[4] parameter(0)\n"
+      "  %1 = f32[4] reshape(%0)\n";
   std::string root = "  ROOT (";
   for (int i = 0; i < kMaxDuplicateUsers + 1; ++i) {
     const int e = 2 + 2 * i;
@@ -763,7 +766,8 @@ TEST(FusionTest, CheapProducerBeyondTheDuplicationBound) {
   std::string fewer = text;
   fewer = fewer.substr(0, fewer.find("  %" + std::to_string(2 * kMaxDuplicateUsers + 2)));
   std::string root8 = "  ROOT (";
-  for (int i = 0; i < kMaxDuplicateUsers; ++i) root8 += (i ? ", %" : "%") + std::to_string(3 + 2 * i);
+  for (int i = 0; i < kMaxDuplicateUsers; ++i)
+    root8 += (i ? ", %" : "%") + std::to_string(3 + 2 * i);
   Graph h = ParseOrDie(fewer + root8 + ")\n}\n");
   const Graph hb = h;
   FusionPass p2;
@@ -777,17 +781,18 @@ TEST(FusionTest, CheapProducerBeyondTheDuplicationBound) {
 // norm's element count) are duplicated into every consumer whatever their
 // number: no kernel of their own.
 TEST(FusionTest, ConstantSplatsAreDuplicatedBeyondTheBound) {
-  std::string text = "graph g(%p0: f32[4]) {\n  %0 = f32[4] parameter(0)\n"
-                     "  %1 = f32[4] iota(), iota_dimension=0\n"
-                     "  %2 = f32[] constant({64})\n"
-                     "  %3 = f32[4] broadcast-in-dim(%2), dimensions={}\n";
+  std::string text =
+      "graph g(%p0: f32[4]) {\n  %0 = f32[4] parameter(0)\n"
+      "  %1 = f32[4] iota(), iota_dimension=0\n"
+      "  %2 = f32[] constant({64})\n"
+      "  %3 = f32[4] broadcast-in-dim(%2), dimensions={}\n";
   std::string root = "  ROOT (";
   for (int i = 0; i < kMaxDuplicateUsers + 3; ++i) {
     const int e = 4 + 3 * i;
     text += "  %" + std::to_string(e) + " = f32[4] exponential(%0)\n";
     text += "  %" + std::to_string(e + 1) + " = f32[4] add(%" + std::to_string(e) + ", %1)\n";
-    text += "  %" + std::to_string(e + 2) + " = f32[4] divide(%" + std::to_string(e + 1) +
-            ", %3)\n";
+    text +=
+        "  %" + std::to_string(e + 2) + " = f32[4] divide(%" + std::to_string(e + 1) + ", %3)\n";
     root += (i ? ", %" : "%") + std::to_string(e + 2);
   }
   text += root + ")\n}\n";

@@ -56,11 +56,13 @@ int CountOps(const Graph& g, bool (*pred)(OpKind)) {
 bool IsBarrier(OpKind op) { return op == OpKind::kOptimizationBarrier; }
 
 TEST(PassFuzz, DefaultPipelinePreservesValuesBitExactly) {
-  const uint64_t seed = EnvOr(
-      "EMBER_FUZZ_SEED",
-      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) % 1000000007u);
+  const uint64_t seed =
+      EnvOr("EMBER_FUZZ_SEED",
+            static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) %
+                1000000007u);
   const uint64_t graphs = EnvOr("EMBER_FUZZ_GRAPHS", 500);
-  std::cout << "pass fuzz: EMBER_FUZZ_SEED=" << seed << " EMBER_FUZZ_GRAPHS=" << graphs << std::endl;
+  std::cout << "pass fuzz: EMBER_FUZZ_SEED=" << seed << " EMBER_FUZZ_GRAPHS=" << graphs
+            << std::endl;
 
   passes::SimplifyPass simplify;
   passes::ConstantFoldingPass folding;
@@ -93,7 +95,8 @@ TEST(PassFuzz, DefaultPipelinePreservesValuesBitExactly) {
       ++failures;
       ADD_FAILURE() << "seed " << graph_seed << " (EMBER_FUZZ_SEED=" << graph_seed
                     << " EMBER_FUZZ_GRAPHS=1): " << what << "\noriginal:\n"
-                    << PrintGraph(original) << "optimized:\n" << PrintGraph(optimized);
+                    << PrintGraph(original) << "optimized:\n"
+                    << PrintGraph(optimized);
     };
 
     // The calling convention is kept.
@@ -154,8 +157,8 @@ TEST(PassFuzz, DefaultPipelinePreservesValuesBitExactly) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::cout << "pass fuzz: " << graphs << " graphs, " << compared << " evaluations compared, "
-            << skipped << " skipped (data error in the original), nodes " << nodes_before
-            << " -> " << nodes_after << ", " << secs << " s\n  graphs changed per pass:";
+            << skipped << " skipped (data error in the original), nodes " << nodes_before << " -> "
+            << nodes_after << ", " << secs << " s\n  graphs changed per pass:";
   for (const auto& [name, n] : changes) std::cout << " " << name << "=" << n;
   std::cout << "\n  simplify rules fired (" << simplify.fired().size() << " of "
             << passes::SimplifyRuleNames().size() << "):";
@@ -174,9 +177,10 @@ TEST(PassFuzz, DefaultPipelinePreservesValuesBitExactly) {
 // Each pass run alone (as `ember-opt --passes=<name>` does) on the same
 // random graphs keeps values bit-exactly too.
 TEST(PassFuzz, EachPassAlonePreservesValuesBitExactly) {
-  const uint64_t seed = EnvOr(
-      "EMBER_FUZZ_SEED",
-      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) % 1000000007u);
+  const uint64_t seed =
+      EnvOr("EMBER_FUZZ_SEED",
+            static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) %
+                1000000007u);
   const uint64_t graphs = EnvOr("EMBER_FUZZ_GRAPHS", 500);
   std::cout << "pass fuzz (single passes): EMBER_FUZZ_SEED=" << seed
             << " EMBER_FUZZ_GRAPHS=" << graphs << std::endl;
@@ -207,7 +211,8 @@ TEST(PassFuzz, EachPassAlonePreservesValuesBitExactly) {
         ++failures;
         ADD_FAILURE() << "seed " << graph_seed << " (EMBER_FUZZ_SEED=" << graph_seed
                       << " EMBER_FUZZ_GRAPHS=1), pass " << name << ": " << why << "\noriginal:\n"
-                      << PrintGraph(*made) << "after " << name << ":\n" << PrintGraph(g);
+                      << PrintGraph(*made) << "after " << name << ":\n"
+                      << PrintGraph(g);
       }
     }
   }

@@ -42,15 +42,16 @@ inline void ExpectSameValues(const Graph& before, const Graph& after, int draws 
     // the optimized one must report it too.
     ASSERT_TRUE(want.ok() || want.status().code() == StatusCode::kOutOfRange)
         << want.status().ToString();
-    ASSERT_EQ(want.ok(), got.ok()) << "before: " << want.status().ToString()
-                                   << "\nafter: " << got.status().ToString();
+    ASSERT_EQ(want.ok(), got.ok())
+        << "before: " << want.status().ToString() << "\nafter: " << got.status().ToString();
     if (!want.ok()) continue;
     ASSERT_EQ(want->size(), got->size());
     for (size_t i = 0; i < want->size(); ++i) {
       std::string why;
       EXPECT_TRUE(fuzz::BitIdentical((*want)[i], (*got)[i], &why))
-          << "output " << i << ": " << why << "\nbefore:\n" << PrintGraph(before)
-          << "after:\n" << PrintGraph(after);
+          << "output " << i << ": " << why << "\nbefore:\n"
+          << PrintGraph(before) << "after:\n"
+          << PrintGraph(after);
     }
   }
 }

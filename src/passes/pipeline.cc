@@ -75,8 +75,8 @@ StatusOr<bool> Pipeline::Run(Graph& g) const {
       Status verified = Verify(g);
       if (!verified.ok()) {
         g = std::move(before);
-        return EMBER_INTERNAL_ERROR("pass '", name, "' produced an invalid graph: ",
-                                    verified.ToString());
+        return EMBER_INTERNAL_ERROR("pass '", name,
+                                    "' produced an invalid graph: ", verified.ToString());
       }
       round_changed = round_changed || *changed;
       if (dump) {
@@ -91,7 +91,9 @@ StatusOr<bool> Pipeline::Run(Graph& g) const {
   return any_changed;
 }
 
-std::vector<std::string> AllPassNames() { return {"simplify", "constant-folding", "cse", "dce", "fusion"}; }
+std::vector<std::string> AllPassNames() {
+  return {"simplify", "constant-folding", "cse", "dce", "fusion"};
+}
 
 StatusOr<std::unique_ptr<Pass>> CreatePass(const std::string& name) {
   std::unique_ptr<Pass> p;

@@ -24,8 +24,10 @@ class ScopedEnv {
     setenv(name, value, 1);
   }
   ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
   }
 
  private:
@@ -66,7 +68,8 @@ graph main(%p0: f32[4], %p1: f32[4]) {
 
 TEST(Pipeline, DefaultOrderAndNames) {
   Pipeline p = DefaultPipeline();
-  EXPECT_EQ(p.pass_names(), (std::vector<std::string>{"simplify", "constant-folding", "cse", "dce"}));
+  EXPECT_EQ(p.pass_names(),
+            (std::vector<std::string>{"simplify", "constant-folding", "cse", "dce"}));
   EXPECT_EQ(p.max_rounds(), 4);
   // AllPassNames() also lists the target-specific fusion pass (CpuPipeline).
   std::vector<std::string> all = AllPassNames();

@@ -22,7 +22,8 @@ class Generator {
   StatusOr<Graph> Run() {
     const int nparams = Uniform(1, std::max(1, o_.max_parameters));
     for (int i = 0; i < nparams; ++i) {
-      Add(b_.Parameter(i, RandomShape(PickDType({DType::kF32, DType::kF32, DType::kS32, DType::kPred}))));
+      Add(b_.Parameter(
+          i, RandomShape(PickDType({DType::kF32, DType::kF32, DType::kS32, DType::kPred}))));
     }
     const int nops = Uniform(o_.min_ops, std::max(o_.min_ops, o_.max_ops));
     for (int i = 0; i < nops && b_.status().ok(); ++i) Step();
@@ -55,7 +56,9 @@ class Generator {
   int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
   template <typename T>
-  T Pick(const std::vector<T>& v) { return v[Uniform(0, static_cast<int>(v.size()) - 1)]; }
+  T Pick(const std::vector<T>& v) {
+    return v[Uniform(0, static_cast<int>(v.size()) - 1)];
+  }
   DType PickDType(const std::vector<DType>& v) { return Pick(v); }
 
   Shape RandomShape(DType t) {
@@ -112,13 +115,14 @@ class Generator {
     if (IsFloat(t)) {
       const double nan = std::numeric_limits<double>::quiet_NaN();
       const double inf = std::numeric_limits<double>::infinity();
-      s.SetDouble(0, Pick(std::vector<double>{0.0, -0.0, 1.0, -1.0, 2.0, 0.5, 3.0, nan, inf, -inf, -2.5}));
+      s.SetDouble(
+          0, Pick(std::vector<double>{0.0, -0.0, 1.0, -1.0, 2.0, 0.5, 3.0, nan, inf, -inf, -2.5}));
     } else if (IsPred(t)) {
       s.SetInt(0, Uniform(0, 1));
     } else if (IsInteger(t)) {
       const int64_t all_ones = -1;  // wraps to all bits set for unsigned types
       s.SetInt(0, Pick(std::vector<int64_t>{0, 1, all_ones, 2, 3, 7, -5,
-                                             std::numeric_limits<int32_t>::min()}));
+                                            std::numeric_limits<int32_t>::min()}));
     }
     return s;
   }
@@ -151,10 +155,11 @@ class Generator {
     const DType t = DTypeOf(x);
     std::vector<OpKind> ops;
     if (IsFloat(t)) {
-      ops = {OpKind::kNegate, OpKind::kAbs, OpKind::kExp, OpKind::kLog, OpKind::kLog1p,
-             OpKind::kExpm1, OpKind::kSqrt, OpKind::kRsqrt, OpKind::kTanh, OpKind::kLogistic,
-             OpKind::kSin, OpKind::kCos, OpKind::kErf, OpKind::kFloor, OpKind::kCeil,
-             OpKind::kRoundNearestEven, OpKind::kSign};
+      ops = {OpKind::kNegate, OpKind::kAbs,      OpKind::kExp,  OpKind::kLog,
+             OpKind::kLog1p,  OpKind::kExpm1,    OpKind::kSqrt, OpKind::kRsqrt,
+             OpKind::kTanh,   OpKind::kLogistic, OpKind::kSin,  OpKind::kCos,
+             OpKind::kErf,    OpKind::kFloor,    OpKind::kCeil, OpKind::kRoundNearestEven,
+             OpKind::kSign};
     } else if (IsInteger(t)) {
       ops = {OpKind::kNegate, OpKind::kAbs, OpKind::kSign, OpKind::kNot};
     } else {
@@ -181,14 +186,25 @@ class Generator {
     NodeId c = Partner(a);
     std::vector<OpKind> ops;
     if (IsFloat(t)) {
-      ops = {OpKind::kAdd, OpKind::kSubtract, OpKind::kMultiply, OpKind::kDivide,
-             OpKind::kRemainder, OpKind::kPower, OpKind::kMaximum, OpKind::kMinimum,
-             OpKind::kAtan2, OpKind::kAdd, OpKind::kMultiply};
+      ops = {OpKind::kAdd,       OpKind::kSubtract, OpKind::kMultiply, OpKind::kDivide,
+             OpKind::kRemainder, OpKind::kPower,    OpKind::kMaximum,  OpKind::kMinimum,
+             OpKind::kAtan2,     OpKind::kAdd,      OpKind::kMultiply};
     } else if (IsInteger(t)) {
-      ops = {OpKind::kAdd, OpKind::kSubtract, OpKind::kMultiply, OpKind::kPower,
-             OpKind::kMaximum, OpKind::kMinimum, OpKind::kAnd, OpKind::kOr, OpKind::kXor,
-             OpKind::kShiftLeft, OpKind::kShiftRightArithmetic, OpKind::kShiftRightLogical,
-             OpKind::kAdd, OpKind::kMultiply, OpKind::kSubtract};
+      ops = {OpKind::kAdd,
+             OpKind::kSubtract,
+             OpKind::kMultiply,
+             OpKind::kPower,
+             OpKind::kMaximum,
+             OpKind::kMinimum,
+             OpKind::kAnd,
+             OpKind::kOr,
+             OpKind::kXor,
+             OpKind::kShiftLeft,
+             OpKind::kShiftRightArithmetic,
+             OpKind::kShiftRightLogical,
+             OpKind::kAdd,
+             OpKind::kMultiply,
+             OpKind::kSubtract};
     } else {
       ops = {OpKind::kAnd, OpKind::kOr, OpKind::kXor};
     }
@@ -197,9 +213,9 @@ class Generator {
 
   NodeId CompareOp(NodeId a) {
     if (IsPred(DTypeOf(a)) && Chance(0.5)) return kInvalidNode;
-    const ComparisonKind dir = Pick(std::vector<ComparisonKind>{
-        ComparisonKind::kEq, ComparisonKind::kNe, ComparisonKind::kLt, ComparisonKind::kLe,
-        ComparisonKind::kGt, ComparisonKind::kGe});
+    const ComparisonKind dir = Pick(
+        std::vector<ComparisonKind>{ComparisonKind::kEq, ComparisonKind::kNe, ComparisonKind::kLt,
+                                    ComparisonKind::kLe, ComparisonKind::kGt, ComparisonKind::kGe});
     return b_.Compare(a, Partner(a), dir);
   }
 
@@ -209,7 +225,8 @@ class Generator {
     if (Chance(0.2)) {
       p = Const(Shape(DType::kPred, Chance(0.5) ? std::vector<int64_t>{} : s.dims()), true);
     } else if (auto q = AnyWhere([&](NodeId x) {
-                 return IsPred(DTypeOf(x)) && (ShapeOf(x).dims() == s.dims() || ShapeOf(x).rank() == 0);
+                 return IsPred(DTypeOf(x)) &&
+                        (ShapeOf(x).dims() == s.dims() || ShapeOf(x).rank() == 0);
                })) {
       p = *q;
     } else {
@@ -220,9 +237,9 @@ class Generator {
   }
 
   NodeId ConvertOp(NodeId a) {
-    const DType to = Pick(std::vector<DType>{DType::kF32, DType::kS32, DType::kPred, DType::kF64,
-                                             DType::kS64, DType::kF32, DType::kS32, DType::kBF16,
-                                             DType::kU8});
+    const DType to =
+        Pick(std::vector<DType>{DType::kF32, DType::kS32, DType::kPred, DType::kF64, DType::kS64,
+                                DType::kF32, DType::kS32, DType::kBF16, DType::kU8});
     return b_.Convert(a, to);
   }
 
@@ -262,7 +279,9 @@ class Generator {
     return dims;
   }
 
-  NodeId ReshapeOp(NodeId a) { return b_.Reshape(a, RandomFactorization(ShapeOf(a).num_elements())); }
+  NodeId ReshapeOp(NodeId a) {
+    return b_.Reshape(a, RandomFactorization(ShapeOf(a).num_elements()));
+  }
 
   std::vector<int64_t> RandomPermutation(int r) {
     std::vector<int64_t> p(r);
@@ -342,10 +361,13 @@ class Generator {
       if (Chance(0.5)) dims.push_back(i);
     }
     std::vector<ReduceKind> kinds;
-    if (IsPred(t)) kinds = {ReduceKind::kAnd, ReduceKind::kOr};
-    else if (IsInteger(t)) kinds = {ReduceKind::kAdd, ReduceKind::kMultiply, ReduceKind::kMaximum,
-                                    ReduceKind::kMinimum, ReduceKind::kAnd, ReduceKind::kOr};
-    else kinds = {ReduceKind::kAdd, ReduceKind::kMultiply, ReduceKind::kMaximum, ReduceKind::kMinimum};
+    if (IsPred(t))
+      kinds = {ReduceKind::kAnd, ReduceKind::kOr};
+    else if (IsInteger(t))
+      kinds = {ReduceKind::kAdd,     ReduceKind::kMultiply, ReduceKind::kMaximum,
+               ReduceKind::kMinimum, ReduceKind::kAnd,      ReduceKind::kOr};
+    else
+      kinds = {ReduceKind::kAdd, ReduceKind::kMultiply, ReduceKind::kMaximum, ReduceKind::kMinimum};
     return b_.Reduce(a, dims, Pick(kinds));
   }
 
@@ -460,8 +482,9 @@ class Generator {
         return b_.Reshape(b_.Reshape(x, RandomFactorization(s.num_elements())),
                           RandomFactorization(s.num_elements()));
       case 4:
-        return b_.Convert(b_.Convert(x, Pick(std::vector<DType>{DType::kF64, DType::kS64, DType::kS32})),
-                          Pick(std::vector<DType>{DType::kF32, DType::kS32, DType::kPred, t}));
+        return b_.Convert(
+            b_.Convert(x, Pick(std::vector<DType>{DType::kF64, DType::kS64, DType::kS32})),
+            Pick(std::vector<DType>{DType::kF32, DType::kS32, DType::kPred, t}));
       case 5:
         return b_.Select(Const(Shape(DType::kPred, {}), true), x, x);
       case 6:
@@ -481,7 +504,8 @@ class Generator {
         return b_.Concatenate({x}, Uniform(0, s.rank() - 1));
       case 11:
         if (s.rank() == 0) return kInvalidNode;
-        return b_.Slice(x, std::vector<int64_t>(s.rank(), 0), s.dims(), std::vector<int64_t>(s.rank(), 1));
+        return b_.Slice(x, std::vector<int64_t>(s.rank(), 0), s.dims(),
+                        std::vector<int64_t>(s.rank(), 1));
       case 12:
         return b_.Reverse(b_.Reverse(x, {}), {});
       case 13:
@@ -489,9 +513,9 @@ class Generator {
         return b_.Reduce(x, {}, IsFloat(t) ? ReduceKind::kMultiply : ReduceKind::kAdd);
       case 14: {  // x op special-constant, either order: add-zero, mul-one, ...
         if (!IsNum(t)) return kInvalidNode;
-        const OpKind op = Pick(std::vector<OpKind>{OpKind::kAdd, OpKind::kSubtract, OpKind::kMultiply,
-                                                   OpKind::kMaximum, OpKind::kMinimum, OpKind::kPower,
-                                                   OpKind::kAdd, OpKind::kMultiply});
+        const OpKind op = Pick(std::vector<OpKind>{
+            OpKind::kAdd, OpKind::kSubtract, OpKind::kMultiply, OpKind::kMaximum, OpKind::kMinimum,
+            OpKind::kPower, OpKind::kAdd, OpKind::kMultiply});
         const NodeId c = Const(s, true);
         return Chance(0.5) ? b_.Binary(op, x, c) : b_.Binary(op, c, x);
       }
@@ -507,7 +531,8 @@ class Generator {
       }
       default: {
         if (IsFloat(t) || !IsNum(t)) return kInvalidNode;
-        return b_.Binary(Chance(0.5) ? OpKind::kDivide : OpKind::kRemainder, x, NonZero(Const(s, true)));
+        return b_.Binary(Chance(0.5) ? OpKind::kDivide : OpKind::kRemainder, x,
+                         NonZero(Const(s, true)));
       }
     }
   }
@@ -519,29 +544,51 @@ class Generator {
     }
     NodeId r = kInvalidNode;
     const int w = Uniform(0, 99);
-    if (w < 8) r = Const(RandomShape(Pick(std::vector<DType>{DType::kF32, DType::kS32, DType::kPred})), Chance(0.5));
-    else if (w < 22) r = UnaryOp(Any());
-    else if (w < 42) r = SafeBinary(Any());
-    else if (w < 47) r = CompareOp(Any());
-    else if (w < 52) r = SelectOp(Any());
-    else if (w < 56) r = ConvertOp(Any());
-    else if (w < 60) r = BroadcastOp(Any());
-    else if (w < 63) r = ReshapeOp(Any());
-    else if (w < 66) r = TransposeOp(Any());
-    else if (w < 69) r = SliceOp(Any());
-    else if (w < 71) r = ConcatOp(Any());
-    else if (w < 73) r = PadOp(Any());
-    else if (w < 75) r = ReverseOp(Any());
-    else if (w < 78) r = ReduceOp(Any());
-    else if (w < 79) r = IotaOp();
-    else if (w < 80) r = Pick(std::vector<int>{0, 1, 2}) == 0 ? ClampOp(Any())
-                         : Chance(0.5)                         ? DynamicSliceOp(Any())
-                                                               : ArgOp(Any());
-    else if (w < 82) r = o_.allow_dot ? DotOp() : kInvalidNode;
-    else if (w < 83) r = o_.allow_rng ? RngOp() : kInvalidNode;
-    else if (w < 85) r = o_.allow_barrier ? BarrierOp() : kInvalidNode;
-    else if (w < 90) r = Duplicate();
-    else r = Pattern();
+    if (w < 8)
+      r = Const(RandomShape(Pick(std::vector<DType>{DType::kF32, DType::kS32, DType::kPred})),
+                Chance(0.5));
+    else if (w < 22)
+      r = UnaryOp(Any());
+    else if (w < 42)
+      r = SafeBinary(Any());
+    else if (w < 47)
+      r = CompareOp(Any());
+    else if (w < 52)
+      r = SelectOp(Any());
+    else if (w < 56)
+      r = ConvertOp(Any());
+    else if (w < 60)
+      r = BroadcastOp(Any());
+    else if (w < 63)
+      r = ReshapeOp(Any());
+    else if (w < 66)
+      r = TransposeOp(Any());
+    else if (w < 69)
+      r = SliceOp(Any());
+    else if (w < 71)
+      r = ConcatOp(Any());
+    else if (w < 73)
+      r = PadOp(Any());
+    else if (w < 75)
+      r = ReverseOp(Any());
+    else if (w < 78)
+      r = ReduceOp(Any());
+    else if (w < 79)
+      r = IotaOp();
+    else if (w < 80)
+      r = Pick(std::vector<int>{0, 1, 2}) == 0 ? ClampOp(Any())
+          : Chance(0.5)                        ? DynamicSliceOp(Any())
+                                               : ArgOp(Any());
+    else if (w < 82)
+      r = o_.allow_dot ? DotOp() : kInvalidNode;
+    else if (w < 83)
+      r = o_.allow_rng ? RngOp() : kInvalidNode;
+    else if (w < 85)
+      r = o_.allow_barrier ? BarrierOp() : kInvalidNode;
+    else if (w < 90)
+      r = Duplicate();
+    else
+      r = Pattern();
     Add(r);
   }
 
@@ -567,25 +614,36 @@ Literal RandomLiteral(const Shape& s, std::mt19937_64& rng) {
     const int r = pct(rng);
     if (IsFloat(t)) {
       double v;
-      if (r < 4) v = std::numeric_limits<double>::quiet_NaN();
-      else if (r < 7) v = (r & 1) ? std::numeric_limits<double>::infinity()
-                                  : -std::numeric_limits<double>::infinity();
-      else if (r < 17) v = (r & 1) ? 0.0 : -0.0;
-      else if (r < 23) v = (r & 1) ? 1.0 : -1.0;
-      else if (r < 50) v = std::uniform_int_distribution<int>(-8, 8)(rng);
-      else v = std::uniform_real_distribution<double>(-4.0, 4.0)(rng);
+      if (r < 4)
+        v = std::numeric_limits<double>::quiet_NaN();
+      else if (r < 7)
+        v = (r & 1) ? std::numeric_limits<double>::infinity()
+                    : -std::numeric_limits<double>::infinity();
+      else if (r < 17)
+        v = (r & 1) ? 0.0 : -0.0;
+      else if (r < 23)
+        v = (r & 1) ? 1.0 : -1.0;
+      else if (r < 50)
+        v = std::uniform_int_distribution<int>(-8, 8)(rng);
+      else
+        v = std::uniform_real_distribution<double>(-4.0, 4.0)(rng);
       lit.SetDouble(i, v);
     } else if (IsPred(t)) {
       lit.SetInt(i, r & 1);
     } else if (IsInteger(t)) {
       int64_t v;
-      if (r < 3) v = std::numeric_limits<int64_t>::min();
-      else if (r < 6) v = std::numeric_limits<int64_t>::max();
-      else if (r < 9) v = -1;  // all ones
-      else if (r < 12) v = !IsSignedInt(t)      ? 0  // the minimum of the type
-                           : BitWidth(t) == 64 ? std::numeric_limits<int64_t>::min()
-                                               : -(int64_t{1} << (BitWidth(t) - 1));
-      else v = std::uniform_int_distribution<int>(-9, 9)(rng);
+      if (r < 3)
+        v = std::numeric_limits<int64_t>::min();
+      else if (r < 6)
+        v = std::numeric_limits<int64_t>::max();
+      else if (r < 9)
+        v = -1;  // all ones
+      else if (r < 12)
+        v = !IsSignedInt(t)     ? 0  // the minimum of the type
+            : BitWidth(t) == 64 ? std::numeric_limits<int64_t>::min()
+                                : -(int64_t{1} << (BitWidth(t) - 1));
+      else
+        v = std::uniform_int_distribution<int>(-9, 9)(rng);
       // Wrap to the element width.
       const int size = DTypeSize(t);
       std::memcpy(static_cast<uint8_t*>(lit.data()) + i * size, &v, size);
@@ -621,8 +679,8 @@ bool BitIdentical(const Literal& a, const Literal& b, std::string* why) {
     if (std::memcmp(pa + i * size, pb + i * size, size) == 0) continue;
     if (IsFloat(a.dtype()) && std::isnan(a.GetDouble(i)) && std::isnan(b.GetDouble(i))) continue;
     std::ostringstream os;
-    os << "element " << i << " of " << a.shape().ToString() << ": " << FormatElement(a, i)
-       << " vs " << FormatElement(b, i);
+    os << "element " << i << " of " << a.shape().ToString() << ": " << FormatElement(a, i) << " vs "
+       << FormatElement(b, i);
     return fail(os.str());
   }
   return true;
@@ -729,8 +787,10 @@ bool WithinPerturbation(const Literal& got, const Literal& want,
       os << "element " << i << " of " << want.shape().ToString() << ": " << FormatElement(got, i)
          << " vs " << FormatElement(want, i);
       if (fl) {
-        os << " (" << (d == INT64_MAX ? std::string("non-finite mismatch") : std::to_string(d) + " ulps")
-           << ", allowed " << allowed << ": " << base_ulps << " + 2 x the perturbed references' spread)";
+        os << " ("
+           << (d == INT64_MAX ? std::string("non-finite mismatch") : std::to_string(d) + " ulps")
+           << ", allowed " << allowed << ": " << base_ulps
+           << " + 2 x the perturbed references' spread)";
       }
       *why = os.str();
     }

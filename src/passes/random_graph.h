@@ -30,11 +30,11 @@
 namespace ember::fuzz {
 
 struct RandomGraphOptions {
-  int min_ops = 6;             // random operations (each adds one or more nodes)
+  int min_ops = 6;  // random operations (each adds one or more nodes)
   int max_ops = 40;
   int max_rank = 3;
   int64_t max_dim = 4;
-  int64_t max_elements = 64;   // per array
+  int64_t max_elements = 64;  // per array
   int max_parameters = 3;
   int max_outputs = 3;
   bool allow_dot = true;
@@ -64,8 +64,7 @@ int64_t UlpDistance(const Literal& a, const Literal& b, int64_t i);
 
 // Like BitIdentical, but float elements may differ by up to `max_ulps`
 // ulps of their dtype (UlpDistance); other dtypes must be identical.
-bool WithinUlps(const Literal& a, const Literal& b, int64_t max_ulps,
-                std::string* why = nullptr);
+bool WithinUlps(const Literal& a, const Literal& b, int64_t max_ulps, std::string* why = nullptr);
 
 // Sensitivity of a graph's outputs to per-op errors (for comparing code whose
 // ops `which` selects — e.g. vector-math transcendentals — are accurate to a

@@ -36,11 +36,16 @@ bool ElementIs(const Literal& lit, int64_t i, ValueKind k) {
   if (IsFloat(t)) {
     const double v = lit.GetDouble(i);
     switch (k) {
-      case ValueKind::kZero: return v == 0 && !std::signbit(v);
-      case ValueKind::kNegZero: return v == 0 && std::signbit(v);
-      case ValueKind::kOne: return v == 1;
-      case ValueKind::kMinusOne: return v == -1;
-      case ValueKind::kAllOnes: return false;
+      case ValueKind::kZero:
+        return v == 0 && !std::signbit(v);
+      case ValueKind::kNegZero:
+        return v == 0 && std::signbit(v);
+      case ValueKind::kOne:
+        return v == 1;
+      case ValueKind::kMinusOne:
+        return v == -1;
+      case ValueKind::kAllOnes:
+        return false;
     }
     return false;
   }
@@ -51,10 +56,14 @@ bool ElementIs(const Literal& lit, int64_t i, ValueKind k) {
   const uint64_t all = size == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * size)) - 1;
   switch (k) {
     case ValueKind::kZero:
-    case ValueKind::kNegZero: return bits == 0;
-    case ValueKind::kOne: return bits == 1;
-    case ValueKind::kMinusOne: return IsSignedInt(t) && bits == all;
-    case ValueKind::kAllOnes: return IsPred(t) ? bits == 1 : bits == all;
+    case ValueKind::kNegZero:
+      return bits == 0;
+    case ValueKind::kOne:
+      return bits == 1;
+    case ValueKind::kMinusOne:
+      return IsSignedInt(t) && bits == all;
+    case ValueKind::kAllOnes:
+      return IsPred(t) ? bits == 1 : bits == all;
   }
   return false;
 }
@@ -178,7 +187,10 @@ NodeId MulZeroInt(const Node& n, Rewriter& rw) {
 // max(x,x) => x, min(x,x) => x, and(x,x) => x, or(x,x) => x
 NodeId IdempotentBinary(const Node& n, Rewriter& rw) {
   switch (n.op) {
-    case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kAnd: case OpKind::kOr:
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
+    case OpKind::kAnd:
+    case OpKind::kOr:
       break;
     default:
       return kNoMatch;
@@ -197,9 +209,15 @@ NodeId XorSelf(const Node& n, Rewriter& rw) {
 NodeId BitwiseIdentity(const Node& n, Rewriter& rw) {
   ValueKind identity;
   switch (n.op) {
-    case OpKind::kOr: case OpKind::kXor: identity = ValueKind::kZero; break;
-    case OpKind::kAnd: identity = ValueKind::kAllOnes; break;
-    default: return kNoMatch;
+    case OpKind::kOr:
+    case OpKind::kXor:
+      identity = ValueKind::kZero;
+      break;
+    case OpKind::kAnd:
+      identity = ValueKind::kAllOnes;
+      break;
+    default:
+      return kNoMatch;
   }
   if (IsSplat(rw, In(n, rw, 1), identity)) return In(n, rw, 0);
   if (IsSplat(rw, In(n, rw, 0), identity)) return In(n, rw, 1);
@@ -210,9 +228,14 @@ NodeId BitwiseIdentity(const Node& n, Rewriter& rw) {
 NodeId BitwiseAbsorb(const Node& n, Rewriter& rw) {
   ValueKind absorbing;
   switch (n.op) {
-    case OpKind::kAnd: absorbing = ValueKind::kZero; break;
-    case OpKind::kOr: absorbing = ValueKind::kAllOnes; break;
-    default: return kNoMatch;
+    case OpKind::kAnd:
+      absorbing = ValueKind::kZero;
+      break;
+    case OpKind::kOr:
+      absorbing = ValueKind::kAllOnes;
+      break;
+    default:
+      return kNoMatch;
   }
   if (IsSplat(rw, In(n, rw, 0), absorbing) || IsSplat(rw, In(n, rw, 1), absorbing)) {
     return MakeSplat(rw, n.shape, absorbing);
@@ -227,8 +250,8 @@ NodeId CompareSelf(const Node& n, Rewriter& rw) {
   if (!IsIntOrPred(InNode(n, rw, 0).shape.dtype())) return kNoMatch;
   auto dir = ParseComparisonKind(n.attrs.GetString("direction"));
   if (!dir) return kNoMatch;
-  const bool holds = *dir == ComparisonKind::kEq || *dir == ComparisonKind::kLe ||
-                     *dir == ComparisonKind::kGe;
+  const bool holds =
+      *dir == ComparisonKind::kEq || *dir == ComparisonKind::kLe || *dir == ComparisonKind::kGe;
   return MakeSplat(rw, n.shape, holds ? ValueKind::kOne : ValueKind::kZero);
 }
 
@@ -318,11 +341,16 @@ NodeId SelectNot(const Node& n, Rewriter& rw) {
 
 int SignificandBits(DType t) {
   switch (t) {
-    case DType::kF16: return 11;
-    case DType::kBF16: return 8;
-    case DType::kF32: return 24;
-    case DType::kF64: return 53;
-    default: return 0;
+    case DType::kF16:
+      return 11;
+    case DType::kBF16:
+      return 8;
+    case DType::kF32:
+      return 24;
+    case DType::kF64:
+      return 53;
+    default:
+      return 0;
   }
 }
 
@@ -486,8 +514,7 @@ NodeId ElementwiseOfUnitReshape(const Node& n, Rewriter& rw) {
     if (o.op == OpKind::kReshape && rw.NewNode(o.operands[0]).shape.dims() == inner) {
       ops.push_back(o.operands[0]);
       any_reshape = true;
-    } else if (o.op == OpKind::kBroadcastInDim &&
-               rw.NewNode(o.operands[0]).shape.rank() == 0) {
+    } else if (o.op == OpKind::kBroadcastInDim && rw.NewNode(o.operands[0]).shape.rank() == 0) {
       ops.push_back(rw.builder().BroadcastInDim(o.operands[0], inner, {}));
     } else {
       return kNoMatch;

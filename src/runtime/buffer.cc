@@ -16,8 +16,7 @@ std::atomic<int64_t> g_total_allocations{0};
 
 void RaisePeak(int64_t now) {
   int64_t peak = g_peak_bytes.load(std::memory_order_relaxed);
-  while (now > peak &&
-         !g_peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  while (now > peak && !g_peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
 }
 
@@ -54,8 +53,8 @@ int64_t LiteralBytes(const Literal& lit) {
 
 Buffer::Buffer(Literal value)
     : value_(std::move(value)), accounted_bytes_(value_.is_borrowed() ? 0 : LiteralBytes(value_)) {
-  int64_t now = g_bytes_in_use.fetch_add(accounted_bytes_, std::memory_order_relaxed) +
-                accounted_bytes_;
+  int64_t now =
+      g_bytes_in_use.fetch_add(accounted_bytes_, std::memory_order_relaxed) + accounted_bytes_;
   RaisePeak(now);
   g_live_buffers.fetch_add(1, std::memory_order_relaxed);
   g_total_allocations.fetch_add(1, std::memory_order_relaxed);
@@ -82,8 +81,7 @@ LiteralCache& Cache() {
 int64_t CacheLimit() {
   static const int64_t limit = [] {
     const char* env = std::getenv("EMBER_BUFFER_CACHE_BYTES");
-    return env && *env ? std::max<int64_t>(0, std::strtoll(env, nullptr, 10))
-                       : int64_t{512} << 20;
+    return env && *env ? std::max<int64_t>(0, std::strtoll(env, nullptr, 10)) : int64_t{512} << 20;
   }();
   return limit;
 }
@@ -140,9 +138,7 @@ void ClearBufferCache() {
   }
 }
 
-BufferRef Buffer::FromLiteral(Literal value) {
-  return BufferRef(new Buffer(std::move(value)));
-}
+BufferRef Buffer::FromLiteral(Literal value) { return BufferRef(new Buffer(std::move(value))); }
 
 StatusOr<BufferRef> Buffer::Borrow(const Shape& shape, void* data, std::shared_ptr<void> owner) {
   EMBER_ASSIGN_OR_RETURN(Literal lit, Literal::Borrow(shape, data, std::move(owner)));

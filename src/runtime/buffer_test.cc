@@ -164,7 +164,8 @@ TEST(BufferTest, BorrowViewsExternalMemoryAndKeepsItsOwnerAlive) {
     EXPECT_FALSE(copy.is_borrowed());
     copy.SetDouble(1, 7);
     EXPECT_EQ((*watch.lock())[1], 2);
-    EXPECT_TRUE(copy.BitwiseEquals(Literal::FromDoubles(Shape(DType::kF32, {2, 3}), {9, 7, 3, 4, 5, 6})));
+    EXPECT_TRUE(
+        copy.BitwiseEquals(Literal::FromDoubles(Shape(DType::kF32, {2, 3}), {9, 7, 3, 4, 5, 6})));
     // Moving keeps the borrow.
     Literal moved = std::move(buf->literal());
     EXPECT_TRUE(moved.is_borrowed());

@@ -8,9 +8,9 @@
 // differ by 4 ulps + twice the spread of the interpreter's outputs when every
 // vector-math value is perturbed by 4 ulps (4 sign patterns; the spread
 // measures how the graph amplifies per-op errors: exp(exp(x)), cancellation),
-// or equal one of the perturbed outputs (a compare that a few ulps flips). docs/codegen.md guarantees interpreter-identical results for
-// everything else except float add/multiply reductions over more than 128
-// elements; random graphs keep every array at <= 64 elements.
+// or equal one of the perturbed outputs (a compare that a few ulps flips). docs/codegen.md
+// guarantees interpreter-identical results for everything else except float add/multiply reductions
+// over more than 128 elements; random graphs keep every array at <= 64 elements.
 //
 // To keep compiles few, graphs are merged side by side in batches (disjoint
 // parameters and outputs), ordered so that generated nodes form long runs
@@ -32,12 +32,12 @@
 #include <iostream>
 #include <random>
 
+#include "codegen/cpu/codegen_test_util.h"
+#include "codegen/cpu/vector_math.h"
 #include "ember/eval/interpreter.h"
 #include "ember/ir/builder.h"
 #include "ember/ir/text.h"
 #include "ember/runtime/executable.h"
-#include "codegen/cpu/codegen_test_util.h"
-#include "codegen/cpu/vector_math.h"
 #include "passes/buffer_assignment.h"
 #include "passes/random_graph.h"
 
@@ -111,13 +111,14 @@ StatusOr<Merged> Merge(const std::vector<Graph>& graphs) {
                    [](const Item& a, const Item& b) { return a.key < b.key; });
   GraphBuilder b("merged");
   std::vector<std::vector<NodeId>> map(graphs.size());
-  for (size_t gi = 0; gi < graphs.size(); ++gi) map[gi].assign(graphs[gi].num_nodes(), kInvalidNode);
+  for (size_t gi = 0; gi < graphs.size(); ++gi)
+    map[gi].assign(graphs[gi].num_nodes(), kInvalidNode);
   for (const Item& it : order) {
     const Graph& g = graphs[it.gi];
     const Node& n = g.node(it.id);
     if (n.op == OpKind::kParameter) {
-      map[it.gi][it.id] =
-          b.Parameter(static_cast<int64_t>(m.first_param[it.gi]) + n.attrs.GetInt("index"), n.shape);
+      map[it.gi][it.id] = b.Parameter(
+          static_cast<int64_t>(m.first_param[it.gi]) + n.attrs.GetInt("index"), n.shape);
       continue;
     }
     std::vector<NodeId> ops;
@@ -165,7 +166,8 @@ void RunBatch(uint64_t base, int first, int count, bool optimize, Totals* totals
                         << "): " << exe.status().ToString();
   auto got = exe->RunLiterals(args);
   ASSERT_TRUE(got.ok()) << "graphs from seed " << seeds[0] << ": " << got.status().ToString()
-                        << "\n" << exe->DebugString();
+                        << "\n"
+                        << exe->DebugString();
   for (const Step& s : exe->steps()) {
     totals->kernel_steps += s.kind == StepKind::kKernel;
     totals->interpret_steps += s.kind == StepKind::kInterpret;
@@ -199,7 +201,8 @@ void RunBatch(uint64_t base, int first, int count, bool optimize, Totals* totals
                            : fuzz::BitIdentical(g_out, (*want)[o], &why))
           << "EMBER_FUZZ_SEED=" << base << ": graph seed " << seeds[gi] << " (index "
           << first + static_cast<int>(gi) << ", optimize=" << optimize << ") output " << o << ": "
-          << why << "\n" << PrintGraph(graphs[gi]);
+          << why << "\n"
+          << PrintGraph(graphs[gi]);
     }
     ++totals->graphs;
   }
@@ -223,13 +226,13 @@ TEST(CpuRuntimeFuzz, RandomGraphsMatchTheInterpreterBitForBit) {
     RunBatch(base, first, std::min(kBatch, n_fused - first), /*optimize=*/true, &fused);
   }
   EXPECT_EQ(fused.graphs, n_fused);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "cpu runtime fuzz: runtime partitioning: " << runtime_partition.graphs
-            << " graphs, " << runtime_partition.kernel_steps << " kernel steps, "
-            << runtime_partition.interpret_steps << " interpret steps; fusion pipeline: "
-            << fused.graphs << " graphs, " << fused.kernel_steps << " kernel steps, "
-            << fused.reused << " reused buffers, " << fused.in_place << " in place; "
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "cpu runtime fuzz: runtime partitioning: " << runtime_partition.graphs << " graphs, "
+            << runtime_partition.kernel_steps << " kernel steps, "
+            << runtime_partition.interpret_steps
+            << " interpret steps; fusion pipeline: " << fused.graphs << " graphs, "
+            << fused.kernel_steps << " kernel steps, " << fused.reused << " reused buffers, "
+            << fused.in_place << " in place; "
             << runtime_partition.tolerant_outputs + fused.tolerant_outputs
             << " outputs from vector math compared within " << codegen::kVectorMathMaxUlps
             << " ulps + 2x their perturbed-reference spread, the rest bit for bit; " << secs

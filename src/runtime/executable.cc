@@ -51,8 +51,7 @@ StatusOr<const Literal*> Resolve(const std::vector<BufferRef>& slots, const Slot
   const Literal& lit = slots[r.slot]->literal();
   if (r.tuple_index < 0) return &lit;
   if (r.tuple_index >= static_cast<int>(lit.tuple_elements().size())) {
-    return EMBER_INTERNAL_ERROR("runtime: slot s", r.slot, " has no tuple element ",
-                                r.tuple_index);
+    return EMBER_INTERNAL_ERROR("runtime: slot s", r.slot, " has no tuple element ", r.tuple_index);
   }
   return &lit.tuple_elements()[r.tuple_index];
 }
@@ -117,10 +116,9 @@ Status RunExtern(const Step& step, std::vector<BufferRef>& slots) {
   Status st = step.kernel(call);
   if (!st.ok()) return NameNode(step.extern_node, st);
   if (!HasShape(out->literal(), step.extern_node.shape)) {
-    return NameNode(step.extern_node,
-                    EMBER_INTERNAL_ERROR("extern kernel '", step.kernel_name,
-                                         "' changed its output's shape to ",
-                                         out->shape().ToString()));
+    return NameNode(step.extern_node, EMBER_INTERNAL_ERROR("extern kernel '", step.kernel_name,
+                                                           "' changed its output's shape to ",
+                                                           out->shape().ToString()));
   }
   slots[step.writes[0]] = std::move(out);
   return OkStatus();
@@ -143,7 +141,7 @@ Status RunInterpret(const Step& step, std::vector<BufferRef>& slots) {
 // Planned raw storage of one run: one allocation per planned buffer.
 struct PlannedStorage {
   std::vector<BufferRef> buffers;  // u8[bytes] each, recycled across runs
-  std::vector<void*> slot_ptr;  // slot -> its planned bytes, or null
+  std::vector<void*> slot_ptr;     // slot -> its planned bytes, or null
 };
 
 // The raw pointer a kernel reads for `r`.
@@ -198,9 +196,8 @@ Status RunKernel(const Step& step, std::vector<BufferRef>& slots, const PlannedS
   return OkStatus();
 }
 
-Status RunCopy(const Step& step, std::vector<BufferRef>& slots,
-               const std::vector<BufferRef>& args, const std::vector<bool>& donated,
-               std::vector<int>& overwritten) {
+Status RunCopy(const Step& step, std::vector<BufferRef>& slots, const std::vector<BufferRef>& args,
+               const std::vector<bool>& donated, std::vector<int>& overwritten) {
   EMBER_ASSIGN_OR_RETURN(const Literal* src, Resolve(slots, step.reads[0]));
   const int p = step.donation_param;
   const bool donate = p >= 0 && donated[p];
@@ -238,8 +235,8 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
                                                  const ExecuteOptions& options) const {
   const size_t num_params = parameter_shapes_.size();
   if (args.size() != num_params) {
-    return InvalidArgument("run ", graph_->name(), ": expected ", num_params,
-                           " arguments, got ", args.size());
+    return InvalidArgument("run ", graph_->name(), ": expected ", num_params, " arguments, got ",
+                           args.size());
   }
   for (size_t i = 0; i < num_params; ++i) {
     if (!args[i]) return InvalidArgument("run ", graph_->name(), ": argument ", i, " is null");
@@ -364,11 +361,13 @@ std::string Executable::DebugString() const {
       if (step.reads[i].tuple_index >= 0) os << "." << step.reads[i].tuple_index;
     }
     os << "] writes [";
-    for (size_t i = 0; i < step.writes.size(); ++i) os << (i ? ", " : "") << slot_str(step.writes[i]);
+    for (size_t i = 0; i < step.writes.size(); ++i)
+      os << (i ? ", " : "") << slot_str(step.writes[i]);
     os << "]\n";
   }
   os << "  outputs [";
-  for (size_t i = 0; i < output_slots_.size(); ++i) os << (i ? ", " : "") << slot_str(output_slots_[i]);
+  for (size_t i = 0; i < output_slots_.size(); ++i)
+    os << (i ? ", " : "") << slot_str(output_slots_[i]);
   os << "]\n";
   return os.str();
 }

@@ -9,8 +9,8 @@ std::string ExecutableCache::KeyFor(const Graph& g, const CompileOptions& o) {
   const codegen::CodegenOptions& c = o.codegen;
   std::string key = HashGraph(g).ToString();
   key += internal::StrCat("|b", static_cast<int>(o.backend), "|x", o.extern_contractions ? 1 : 0,
-                          "|o", o.optimize ? 1 : 0, "|f", c.fast ? 1 : 0, "|d", c.cache_dir,
-                          "|c", c.cxx, "|cpu", c.cpu_features);
+                          "|o", o.optimize ? 1 : 0, "|f", c.fast ? 1 : 0, "|d", c.cache_dir, "|c",
+                          c.cxx, "|cpu", c.cpu_features);
   for (const std::string& f : c.extra_flags) key += "|" + f;
   return key;
 }

@@ -105,7 +105,8 @@ std::vector<Literal> MixedArgs(int variant) {
   for (int i = 0; i < 25; ++i) img.push_back((i % 6) - 2.0 + 0.5 * variant);
   for (int i = 0; i < 18; ++i) ker.push_back(((i * 3) % 4) - 1.5);
   return {Literal::FromDoubles(F32({2, 3}), x), Literal::FromDoubles(F32({3, 4}), w),
-          Literal::FromDoubles(F32({1, 1, 5, 5}), img), Literal::FromDoubles(F32({2, 1, 3, 3}), ker)};
+          Literal::FromDoubles(F32({1, 1, 5, 5}), img),
+          Literal::FromDoubles(F32({2, 1, 3, 3}), ker)};
 }
 
 void ExpectSameAsInterpreter(const Executable& exe, const Graph& g,

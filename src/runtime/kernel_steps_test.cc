@@ -364,10 +364,11 @@ TEST(ThreadPool, CoversTheRangeOnceAndNests) {
 
 TEST(ThreadPool, RuntimeParallelForCanBeReplaced) {
   std::atomic<int> calls{0};
-  SetRuntimeParallelFor([&](int64_t b, int64_t e, int64_t, const std::function<void(int64_t, int64_t)>& body) {
-    ++calls;
-    body(b, e);
-  });
+  SetRuntimeParallelFor(
+      [&](int64_t b, int64_t e, int64_t, const std::function<void(int64_t, int64_t)>& body) {
+        ++calls;
+        body(b, e);
+      });
   Graph g = Parse(R"(graph main(%p0: f32[64]) {
   %0 = f32[64] parameter(0)
   %1 = f32[64] exponential(%0)

@@ -128,9 +128,10 @@ codegen::ParallelFor RuntimeParallelFor() {
     std::lock_guard<std::mutex> lock(g_pf_mu);
     if (OverridePf()) return OverridePf();
   }
-  return [](int64_t b, int64_t e, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
-    DefaultThreadPool().ParallelFor(b, e, grain, body);
-  };
+  return
+      [](int64_t b, int64_t e, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+        DefaultThreadPool().ParallelFor(b, e, grain, body);
+      };
 }
 
 void SetRuntimeParallelFor(codegen::ParallelFor pf) {

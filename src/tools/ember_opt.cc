@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "tool_util.h"
 #include "ember/ir/graph.h"
 #include "ember/ir/hash.h"
 #include "ember/ir/text.h"
 #include "ember/passes/pass.h"
+#include "tool_util.h"
 
 namespace {
 
@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
         list.push_back(std::move(pass).value());
       }
     }
-    ember::StatusOr<bool> changed =
-        default_pipeline ? ember::DefaultPipeline().Run(g) : ember::Pipeline(std::move(list)).Run(g);
+    ember::StatusOr<bool> changed = default_pipeline ? ember::DefaultPipeline().Run(g)
+                                                     : ember::Pipeline(std::move(list)).Run(g);
     if (!changed.ok()) return Fail(file + ": " + changed.status().ToString());
   } else {
     ember::Status st = ember::Verify(g);

@@ -10,8 +10,8 @@
 // graph (CpuPipeline: the default passes, then fusion) and runs it
 // through native kernels (CPU code generation; unsupported parts stay
 // interpreted). --print-steps prints the executable's steps (and, for cpu,
-// its buffer assignment). --fast compiles kernels at -O1. --input=I:... gives the row-major values of parameter I
-// (a single value fills the whole shape; integers and pred parse exactly,
+// its buffer assignment). --fast compiles kernels at -O1. --input=I:... gives the row-major values
+// of parameter I (a single value fills the whole shape; integers and pred parse exactly,
 // `true`/`false` allowed for pred; floats accept nan/inf). Parameters without
 // --input get seeded random values (--seed, default 0): floats uniform in
 // [-1, 1), signed ints in [-8, 8], unsigned ints in [0, 16], pred 0/1.
@@ -28,11 +28,11 @@
 #include <string>
 #include <vector>
 
-#include "tool_util.h"
 #include "ember/eval/interpreter.h"
 #include "ember/ir/graph.h"
 #include "ember/ir/text.h"
 #include "ember/runtime/executable.h"
+#include "tool_util.h"
 
 namespace {
 
@@ -208,8 +208,8 @@ int main(int argc, char** argv) {
   const int num_params = static_cast<int>(g.parameters().size());
   for (const auto& [k, vals] : given) {
     if (k >= num_params) {
-      return Fail("--input=" + std::to_string(k) + ": the graph has " +
-                  std::to_string(num_params) + " parameters");
+      return Fail("--input=" + std::to_string(k) + ": the graph has " + std::to_string(num_params) +
+                  " parameters");
     }
   }
   std::mt19937_64 rng(seed);
@@ -226,7 +226,8 @@ int main(int argc, char** argv) {
     args.push_back(std::move(lit).value());
   }
   if (print_inputs) {
-    for (int p = 0; p < num_params; ++p) std::cout << "input " << p << ": " << args[p].ToString() << "\n";
+    for (int p = 0; p < num_params; ++p)
+      std::cout << "input " << p << ": " << args[p].ToString() << "\n";
   }
 
   ember::StatusOr<std::vector<ember::Literal>> outs = std::vector<ember::Literal>{};

@@ -12,7 +12,8 @@
 #include "lower.h"
 
 #if AT_PARALLEL_OPENMP && !defined(_OPENMP)
-#error "aten_parallel.cpp must be compiled with OpenMP (-fopenmp): at::parallel_for would run serially"
+#error \
+    "aten_parallel.cpp must be compiled with OpenMP (-fopenmp): at::parallel_for would run serially"
 #endif
 
 namespace ember_torch {

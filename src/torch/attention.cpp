@@ -9,10 +9,10 @@
 // otherwise: GQA with fewer key heads, other ranks, mixed dtypes and eager's
 // error cases (a mask with is_causal: the math path raises eager's error; eager's
 // CPU flash kernel, when it is chosen, applies both instead) take torch's math
-// path, which decomposes into lowered ops (each such call counts in lowering_declined under "aten::scaled_dot_product_attention
-// (math path: <reason>)"). `torch.nn.attention.sdpa_kernel` is honoured: with the
-// overrideable backend disabled ember takes the math path, with both disabled torch
-// raises its "No viable backend" error.
+// path, which decomposes into lowered ops (each such call counts in lowering_declined under
+// "aten::scaled_dot_product_attention (math path: <reason>)"). `torch.nn.attention.sdpa_kernel` is
+// honoured: with the overrideable backend disabled ember takes the math path, with both disabled
+// torch raises its "No viable backend" error.
 //
 // `_scaled_dot_product_fused_attention_overrideable` and its `_backward` are
 // PrivateUse1 kernels; autograd comes from torch's derivatives.yaml entry for the
@@ -47,8 +47,8 @@
 #include <cmath>
 #include <limits>
 
-#include "bridge.h"
 #include "../eval/philox.h"  // header-only, torch-free
+#include "bridge.h"
 
 namespace ember_torch {
 namespace {
@@ -96,8 +96,9 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
                          const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
   const auto& ctx = at::globalContext();
-  std::string why = ctx.userEnabledOverrideableSDP() ? decline_reason(q, k, v, mask, is_causal)
-                                                      : "overrideable backend disabled (sdpa_kernel)";
+  std::string why = ctx.userEnabledOverrideableSDP()
+                        ? decline_reason(q, k, v, mask, is_causal)
+                        : "overrideable backend disabled (sdpa_kernel)";
   if (why.empty()) return static_cast<int64_t>(at::SDPBackend::overrideable);
   // torch raises "No viable backend" for `error` when math is disabled too.
   if (!ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::error);
@@ -122,7 +123,8 @@ void check_supported(const char* op, const at::Tensor& q, const at::Tensor& k, c
   TORCH_CHECK(why.empty(), op, " on ember: unsupported call (", why, "); query ", q.sizes(), " ",
               q.scalar_type(), ", key ", k.sizes(), ", value ", v.sizes(),
               "; use torch.nn.functional.scaled_dot_product_attention, which takes the math path");
-  TORCH_CHECK(dropout_p >= 0 && dropout_p <= 1, op, ": dropout_p must be in [0, 1], got ", dropout_p);
+  TORCH_CHECK(dropout_p >= 0 && dropout_p <= 1, op, ": dropout_p must be in [0, 1], got ",
+              dropout_p);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
@@ -135,7 +137,8 @@ overrideable_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   TORCH_CHECK(!return_debug_mask, name, " on ember: return_debug_mask=True is not supported");
   uint64_t seed = 0, offset = 0;
   if (dropout_p > 0) {
-    auto pr = next_rng_pair(std::nullopt, static_cast<uint64_t>(q.size(0) * q.size(1) * q.size(2) * k.size(2)));
+    auto pr = next_rng_pair(std::nullopt,
+                            static_cast<uint64_t>(q.size(0) * q.size(1) * q.size(2) * k.size(2)));
     seed = pr.first;
     offset = pr.second;
   }
@@ -147,8 +150,15 @@ overrideable_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
                                          const at::Tensor&, bool, at::ArrayRef<double>)>();
   std::vector<double> sd = {scale_of(q, scale), dropout_p};
   at::Tensor out = op.call(q, k, v, attn_bias, seed_t, offset_t, is_causal, sd);
-  return {out, at::Tensor(), at::Tensor(), at::Tensor(), c10::SymInt(q.size(2)), c10::SymInt(k.size(2)),
-          seed_t, offset_t, at::Tensor()};
+  return {out,
+          at::Tensor(),
+          at::Tensor(),
+          at::Tensor(),
+          c10::SymInt(q.size(2)),
+          c10::SymInt(k.size(2)),
+          seed_t,
+          offset_t,
+          at::Tensor()};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> overrideable_backward(
@@ -167,11 +177,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> overrideable_backward
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("ember::sdpa_backward", "")
                        .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
-                           const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                           const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&, bool,
-                           at::ArrayRef<double>)>();
+                           const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                           const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
+                           const at::Tensor&, bool, at::ArrayRef<double>)>();
   std::vector<double> sd = {scale_of(q, scale), dropout_p};
-  auto [gq, gk, gv, gm] = op.call(grad_out, q, k, v, mask, philox_seed, philox_offset, is_causal, sd);
+  auto [gq, gk, gv, gm] =
+      op.call(grad_out, q, k, v, mask, philox_seed, philox_offset, is_causal, sd);
   bool mask_grad = grad_input_mask[3] && mask && at::isFloatingType(mask->scalar_type());
   return {grad_input_mask[0] ? gq : at::Tensor(), grad_input_mask[1] ? gk : at::Tensor(),
           grad_input_mask[2] ? gv : at::Tensor(), mask_grad ? gm : at::Tensor()};
@@ -186,7 +197,8 @@ at::Tensor empty_output(const at::Tensor& q, const at::Tensor& v, double dropout
   std::vector<int64_t> sizes = {q.size(0), q.size(1), q.size(2), v.size(3)};
   if (dropout_p > 0) return at::empty(sizes, o);
   std::vector<int64_t> order = {0, 1, 2, 3};  // outermost first
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return q.stride(a) > q.stride(b); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return q.stride(a) > q.stride(b); });
   std::vector<int64_t> perm_sizes(4), inverse(4);
   for (int64_t j = 0; j < 4; ++j) {
     perm_sizes[j] = sizes[order[j]];
@@ -195,7 +207,8 @@ at::Tensor empty_output(const at::Tensor& q, const at::Tensor& v, double dropout
   return at::empty(perm_sizes, o).permute(inverse);
 }
 
-at::Tensor mask_grad_like(const at::Tensor& q, const std::optional<at::Tensor>& mask, const at::TensorOptions& o) {
+at::Tensor mask_grad_like(const at::Tensor& q, const std::optional<at::Tensor>& mask,
+                          const at::TensorOptions& o) {
   if (mask && mask->defined() && at::isFloatingType(mask->scalar_type())) {
     return at::empty(mask->sizes(), o.dtype(mask->scalar_type()));
   }
@@ -213,7 +226,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward_meta(
     const std::optional<at::Tensor>& mask, const at::Tensor& seed, const at::Tensor& offset,
     bool is_causal, at::ArrayRef<double> sd) {
   auto o = q.options();
-  return {at::empty(q.sizes(), o), at::empty(k.sizes(), o), at::empty(v.sizes(), o), mask_grad_like(q, mask, o)};
+  return {at::empty(q.sizes(), o), at::empty(k.sizes(), o), at::empty(v.sizes(), o),
+          mask_grad_like(q, mask, o)};
 }
 
 // CPU reference (aten backend, externs): the same algorithm as the lowering,
@@ -242,16 +256,19 @@ at::Tensor keep_scaled(const at::Tensor& seed_t, const at::Tensor& offset_t, at:
 }
 
 CpuProbs cpu_probs(const at::Tensor& q, const at::Tensor& k, const std::optional<at::Tensor>& mask,
-                   const at::Tensor& seed, const at::Tensor& offset, bool is_causal, at::ArrayRef<double> sd,
-                   at::ScalarType ct) {
+                   const at::Tensor& seed, const at::Tensor& offset, bool is_causal,
+                   at::ArrayRef<double> sd, at::ScalarType ct) {
   const double inf = std::numeric_limits<double>::infinity();
   at::Tensor s = at::matmul(q.to(ct), k.to(ct).transpose(-2, -1)).mul_(sd[0]);
   if (mask && mask->defined()) {
-    if (mask->scalar_type() == at::kBool) s.masked_fill_(mask->logical_not(), -inf);
-    else s.add_(mask->to(ct));
+    if (mask->scalar_type() == at::kBool)
+      s.masked_fill_(mask->logical_not(), -inf);
+    else
+      s.add_(mask->to(ct));
   }
   if (is_causal) {
-    at::Tensor allowed = at::ones({q.size(2), k.size(2)}, at::TensorOptions().dtype(at::kBool)).tril();
+    at::Tensor allowed =
+        at::ones({q.size(2), k.size(2)}, at::TensorOptions().dtype(at::kBool)).tril();
     s.masked_fill_(allowed.logical_not(), -inf);
   }
   at::Tensor m = std::get<0>(s.max(-1, true));
@@ -263,7 +280,9 @@ CpuProbs cpu_probs(const at::Tensor& q, const at::Tensor& k, const std::optional
   return r;
 }
 
-at::ScalarType compute_type(const at::Tensor& q) { return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat; }
+at::ScalarType compute_type(const at::Tensor& q) {
+  return q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
 
 at::Tensor sdpa_forward_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const std::optional<at::Tensor>& mask, const at::Tensor& seed,
@@ -314,11 +333,13 @@ REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &ember_torch::fused_sdp_ch
 }  // namespace at::native
 
 TORCH_LIBRARY(ember, m) {
-  m.def("sdpa_forward(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, Tensor philox_seed, "
-        "Tensor philox_offset, bool is_causal, float[] scale_dropout) -> Tensor");
-  m.def("sdpa_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor? attn_mask, "
-        "Tensor philox_seed, Tensor philox_offset, bool is_causal, float[] scale_dropout) "
-        "-> (Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "sdpa_forward(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, Tensor philox_seed, "
+      "Tensor philox_offset, bool is_causal, float[] scale_dropout) -> Tensor");
+  m.def(
+      "sdpa_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor? attn_mask, "
+      "Tensor philox_seed, Tensor philox_offset, bool is_causal, float[] scale_dropout) "
+      "-> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(ember, Meta, m) {
@@ -333,7 +354,8 @@ TORCH_LIBRARY_IMPL(ember, CPU, m) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_sdp_choice", TORCH_FN(ember_torch::fused_sdp_choice));
-  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(ember_torch::overrideable_forward));
+  m.impl("_scaled_dot_product_fused_attention_overrideable",
+         TORCH_FN(ember_torch::overrideable_forward));
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
          TORCH_FN(ember_torch::overrideable_backward));
 }

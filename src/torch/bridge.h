@@ -54,12 +54,12 @@ struct Metrics {
   std::map<std::string, int64_t> lowering_declined;  // ATen op -> calls a lowering declined
   std::map<std::string, int64_t> lowering_errors;    // ATen op -> lowerings that failed (bug)
   int64_t lowering_failed_graphs = 0;  // graphs that could not be lowered: run on `aten`
-  int64_t input_copies = 0;    // graph inputs copied to row-major (not borrowed)
-  int64_t output_copies = 0;   // results relaid out to eager's strides / offset
-  int64_t relayout_copies = 0; // extern operands relaid out to their recorded strides
-  int64_t kernel_compiles = 0; // system-compiler runs for native kernels (codegen)
-  int64_t kernel_disk_hits = 0;  // native kernels loaded from the codegen disk cache
-  int64_t donated_buffers = 0; // inputs donated to an execution (written in place)
+  int64_t input_copies = 0;            // graph inputs copied to row-major (not borrowed)
+  int64_t output_copies = 0;           // results relaid out to eager's strides / offset
+  int64_t relayout_copies = 0;         // extern operands relaid out to their recorded strides
+  int64_t kernel_compiles = 0;         // system-compiler runs for native kernels (codegen)
+  int64_t kernel_disk_hits = 0;        // native kernels loaded from the codegen disk cache
+  int64_t donated_buffers = 0;         // inputs donated to an execution (written in place)
   // Where values were read (.item(), bool(t), ...): user's "file:line" (when
   // config().record_source) -> count; "<unknown>" without a Python frame.
   std::map<std::string, int64_t> value_read_sites;
@@ -73,7 +73,8 @@ int64_t memory_allocated();
 int64_t max_memory_allocated();
 void reset_peak_memory_stats();
 bool is_device_buffer(const at::Tensor& t);  // storage from device_allocator() or a runtime buffer
-bool is_runtime_buffer(const at::Tensor& t);  // storage is an executable's output buffer (lower.cpp)
+bool is_runtime_buffer(
+    const at::Tensor& t);  // storage is an executable's output buffer (lower.cpp)
 // A CPU tensor backed by the device allocator.
 at::Tensor alloc_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, at::ScalarType dtype,
                         int64_t storage_offset = 0);
@@ -81,7 +82,8 @@ at::Tensor alloc_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, at::Scal
 // ---------------------------------------------------------------- RNG
 // The device generator hands out (seed, offset) pairs; a random op runs with a CPU
 // generator seeded from that pair at execution time.
-std::pair<uint64_t, uint64_t> next_rng_pair(const std::optional<at::Generator>& gen, uint64_t draws);
+std::pair<uint64_t, uint64_t> next_rng_pair(const std::optional<at::Generator>& gen,
+                                            uint64_t draws);
 at::Generator default_generator();
 at::Generator make_generator();
 bool in_bad_fork();
@@ -111,14 +113,14 @@ enum class NodeKind { kData, kHost, kOp };
 
 // How one boxed argument of an op node is rebuilt at execution time.
 enum class ArgKind : uint8_t {
-  kPlain,      // attribute, used as recorded (hashed by value)
-  kTensor,     // operand
-  kTensorList, // list of operands
+  kPlain,       // attribute, used as recorded (hashed by value)
+  kTensor,      // operand
+  kTensorList,  // list of operands
   kOptTensorList,
-  kScalar,     // Scalar / float argument: a graph input (hashed by type)
-  kScalarList, // Scalar[]: graph inputs
-  kGenerator,  // Generator?: seeded from (seed, offset) graph inputs
-  kDevice,     // Device?: rewritten to cpu / meta
+  kScalar,      // Scalar / float argument: a graph input (hashed by type)
+  kScalarList,  // Scalar[]: graph inputs
+  kGenerator,   // Generator?: seeded from (seed, offset) graph inputs
+  kDevice,      // Device?: rewritten to cpu / meta
 };
 
 struct ArgSpec {
@@ -135,16 +137,16 @@ struct Node {
   std::vector<c10::IValue> args;  // tensor positions hold None
   std::vector<ArgSpec> specs;
   std::vector<Value> operands;
-  std::vector<int> written;       // argument indices the op mutates (cloned first)
+  std::vector<int> written;  // argument indices the op mutates (cloned first)
   std::vector<TensorMeta> outputs;
   std::vector<bool> output_is_view;
   uint64_t rng_seed = 0, rng_offset = 0;
-  bool seeded_default = false;    // random op without a Generator argument
-  std::string source;             // user's Python file:line when traced
+  bool seeded_default = false;  // random op without a Generator argument
+  std::string source;           // user's Python file:line when traced
   // Per schema return: -1 one tensor, n >= 0 a list of n, -2 undefined, -3 an alias
   // of a (written) argument. Empty: every output defined, in order.
   std::vector<int> ret_shape;
-  uint64_t seq = 0;               // trace order (op nodes): sync runs ops in this order
+  uint64_t seq = 0;  // trace order (op nodes): sync runs ops in this order
   const char* name() const;
 };
 
@@ -176,7 +178,8 @@ class LazyTensorImpl : public c10::TensorImpl {
   TensorMeta meta() const;
 
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
-      const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const override;
+      const c10::VariableVersion& version_counter,
+      bool allow_tensor_metadata_change) const override;
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const override;
   void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override;

@@ -54,7 +54,8 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
     out_states.push_back(impl->state());
   }
   bool only_ours = sync_generation() == generation;
-  std::string refusal = only_ours ? "" : "a sync ran while the graph was traced (a value read or an eager fallback)";
+  std::string refusal =
+      only_ours ? "" : "a sync ran while the graph was traced (a value read or an eager fallback)";
   if (only_ours) {
     // Work pending from before the trace (the user's own lazy tensors) would be rerun by
     // every replay; states the trace made besides the outputs (bases of view outputs)
@@ -111,7 +112,8 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
   };
   for (const auto& t : sc.graph.inputs) cap->graph_inputs_.push_back(source_of(t));
   std::unordered_map<const LazyState*, int> root_of;
-  for (size_t r = 0; r < sc.roots.size(); ++r) root_of.emplace(sc.roots[r].first.get(), static_cast<int>(r));
+  for (size_t r = 0; r < sc.roots.size(); ++r)
+    root_of.emplace(sc.roots[r].first.get(), static_cast<int>(r));
   for (const auto& s : out_states) {
     auto it = root_of.find(s.get());
     Source src;
@@ -148,7 +150,8 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
   return cap;
 }
 
-std::optional<std::vector<at::Tensor>> CapturedProgram::run(const std::vector<at::Tensor>& inputs) const {
+std::optional<std::vector<at::Tensor>> CapturedProgram::run(
+    const std::vector<at::Tensor>& inputs) const {
   if (inputs.size() != input_metas_.size()) return std::nullopt;
   std::unordered_map<const c10::StorageImpl*, int> first;
   for (size_t j = 0; j < inputs.size(); ++j) {

@@ -31,7 +31,7 @@ struct SyncCapture {
 };
 // sync(reason), also handing back the graph and program it ran.
 void sync_and_capture(const std::string& reason, SyncCapture* capture);
-std::mutex& sync_mutex();  // held by every sync (and by CapturedProgram::run)
+std::mutex& sync_mutex();                   // held by every sync (and by CapturedProgram::run)
 std::vector<uint64_t> pending_state_ids();  // ids of the states with pending work
 
 class CapturedProgram {
@@ -54,7 +54,7 @@ class CapturedProgram {
   int64_t runs() const { return runs_; }
 
  private:
-  struct Source {   // a graph input or output: a view of FX input `fx`, or `constant`
+  struct Source {  // a graph input or output: a view of FX input `fx`, or `constant`
     int fx = -1;
     int root = -1;  // outputs: root index of the program's results
     std::vector<int64_t> sizes, strides;
@@ -63,7 +63,7 @@ class CapturedProgram {
   };
   std::shared_ptr<LoweredProgram> program_;
   GraphStats stats_;
-  std::vector<Value> keep_;          // the lazy nodes (error messages name them)
+  std::vector<Value> keep_;  // the lazy nodes (error messages name them)
   std::vector<Node*> ops_;
   std::vector<c10::IValue> scalars_;
   std::vector<Source> graph_inputs_;

@@ -1,10 +1,9 @@
 // The C++ API (ember_torch.h): initialization without Python, counters snapshot.
-#include "ember_torch.h"
-
 #include <c10/core/DeviceType.h>
 #include <c10/util/Exception.h>
 
 #include "bridge.h"
+#include "ember_torch.h"
 #include "lower.h"
 
 namespace ember_torch {

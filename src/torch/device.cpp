@@ -1,17 +1,16 @@
 // Device registration: allocator (counted host memory), generator, guard, hooks.
-#include "bridge.h"
-#include "ember/runtime/buffer.h"
-
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
-#include <torch/library.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
-
 #include <pthread.h>
+#include <torch/library.h>
 
 #include <unordered_set>
+
+#include "bridge.h"
+#include "ember/runtime/buffer.h"
 
 namespace ember_torch {
 
@@ -146,9 +145,8 @@ at::Tensor alloc_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, at::Scal
     extent += (sizes[i] - 1) * strides[i];
   }
   int64_t n = empty ? storage_offset : storage_offset + extent;
-  auto base = at::detail::empty_generic({n}, device_allocator(),
-                                        c10::DispatchKeySet(c10::DispatchKey::CPU), dtype,
-                                        std::nullopt);
+  auto base = at::detail::empty_generic(
+      {n}, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::CPU), dtype, std::nullopt);
   return at::Tensor(base).as_strided(sizes, strides, storage_offset);
 }
 
@@ -209,7 +207,8 @@ bool is_ember_generator(const at::Generator& g) {
   return g.defined() && g.device().type() == kDeviceType;
 }
 
-std::pair<uint64_t, uint64_t> next_rng_pair(const std::optional<at::Generator>& gen, uint64_t draws) {
+std::pair<uint64_t, uint64_t> next_rng_pair(const std::optional<at::Generator>& gen,
+                                            uint64_t draws) {
   at::Generator g = (gen.has_value() && is_ember_generator(*gen)) ? *gen : default_generator();
   std::lock_guard<std::mutex> lock(g.mutex());
   auto* impl = static_cast<EmberGeneratorImpl*>(g.unsafeGetGeneratorImpl());
@@ -293,15 +292,13 @@ bool in_bad_fork() { return g_bad_fork.load(); }
 // (lower precision for matmul/conv/linear, fp32 for reductions, softmax, norms, losses).
 #include <ATen/autocast_mode.h>
 
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFallthrough());
-}
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
-  using at::ScalarType;
-  using at::Tensor;
   using at::IntArrayRef;
   using at::Scalar;
+  using at::ScalarType;
+  using at::Tensor;
 #define EMBER_AUTOCAST_LOWER(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
 #define EMBER_AUTOCAST_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
 #define EMBER_AUTOCAST_FP32_OPT(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)

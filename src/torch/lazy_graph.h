@@ -17,14 +17,14 @@ namespace ember_torch {
 // One sync's graph: the pending values of all live tensors (roots) and every node
 // they depend on, in topological order, with a canonical token list (the cache key).
 struct LazyGraph {
-  std::vector<Node*> ops;                 // op nodes, topological order
-  std::vector<at::Tensor> inputs;         // tensor inputs (data, host), slot order
-  std::vector<c10::IValue> scalars;       // scalar inputs (Scalar args, rng pairs)
-  std::vector<int> output_slots;          // per root
-  std::vector<int64_t> tokens;            // canonical structure
+  std::vector<Node*> ops;                           // op nodes, topological order
+  std::vector<at::Tensor> inputs;                   // tensor inputs (data, host), slot order
+  std::vector<c10::IValue> scalars;                 // scalar inputs (Scalar args, rng pairs)
+  std::vector<int> output_slots;                    // per root
+  std::vector<int64_t> tokens;                      // canonical structure
   std::unordered_map<const Node*, int> first_slot;  // slot of output 0 of each node
-  std::vector<int> input_slots;           // slot of each input (inputs[i])
-  std::vector<int> input_nodes;           // leaf nodes holding each input (deduplicated)
+  std::vector<int> input_slots;                     // slot of each input (inputs[i])
+  std::vector<int> input_nodes;                     // leaf nodes holding each input (deduplicated)
   int num_slots = 0;
   uint64_t hash = 0;
 };
@@ -47,21 +47,20 @@ struct AtenStep {
   std::vector<ArgKind> kinds;
   std::vector<std::vector<int>> refs;
   std::vector<int> written;
-  std::vector<int> out_slots;                 // aten backend: slot per output
+  std::vector<int> out_slots;  // aten backend: slot per output
   std::vector<TensorMeta> out_metas;
   std::vector<bool> out_view;
-  int seed_idx = -1;                          // seeded_default: (seed, offset) scalars
-  std::vector<int> release;                   // aten backend: slots whose last use is this step
-  std::string name;                           // "aten::add.Tensor"
+  int seed_idx = -1;         // seeded_default: (seed, offset) scalars
+  std::vector<int> release;  // aten backend: slots whose last use is this step
+  std::string name;          // "aten::add.Tensor"
 };
 
 // The step for `n` with refs numbered by `tensor_ref(operand index)` and scalars
 // numbered consecutively from `*next_scalar` (advanced).
-AtenStep make_aten_step(const Node& n, const std::function<int(int)>& tensor_ref,
-                        int* next_scalar);
+AtenStep make_aten_step(const Node& n, const std::function<int(int)>& tensor_ref, int* next_scalar);
 
 struct AtenStepIO {
-  std::function<at::Tensor(int)> tensor;  // ref -> tensor (never called with -1)
+  std::function<at::Tensor(int)> tensor;   // ref -> tensor (never called with -1)
   std::function<c10::IValue(int)> scalar;  // ref -> scalar value
   // Output k: a preallocated tensor to write into (exact sizes, row-major), or
   // undefined for "allocate"; may be null.

@@ -14,8 +14,8 @@
 #include <set>
 #include <sstream>
 
-#include "dtype_map.h"
 #include "../ir/log.h"
+#include "dtype_map.h"
 #include "ember/codegen/cpu.h"
 #include "ember/eval/extern_registry.h"
 #include "ember/ir/builder.h"
@@ -27,9 +27,12 @@ namespace ember_torch {
 
 const char* backend_name(int b) {
   switch (b) {
-    case 0: return "cpu";
-    case 1: return "interpreter";
-    case 2: return "aten";
+    case 0:
+      return "cpu";
+    case 1:
+      return "interpreter";
+    case 2:
+      return "aten";
   }
   return "?";
 }
@@ -47,7 +50,8 @@ int backend_from_env() {
   if (!e || !*e) return 0;
   int b = parse_backend(e);
   if (b < 0) {
-    std::fprintf(stderr, "ember: EMBER_BACKEND=%s is not one of cpu, interpreter, aten; using cpu\n", e);
+    std::fprintf(stderr,
+                 "ember: EMBER_BACKEND=%s is not one of cpu, interpreter, aten; using cpu\n", e);
     return 0;
   }
   return b;
@@ -122,7 +126,8 @@ at::Tensor wrap_buffer(const ember::BufferRef& buf, const TensorMeta& m) {
 }
 
 std::shared_ptr<void> keep_alive(const at::Tensor& t) {
-  return std::shared_ptr<void>(new at::Tensor(t), [](void* p) { delete static_cast<at::Tensor*>(p); });
+  return std::shared_ptr<void>(new at::Tensor(t),
+                               [](void* p) { delete static_cast<at::Tensor*>(p); });
 }
 
 // A device buffer laid out exactly as `m` holding the values of `src` (same sizes).
@@ -168,20 +173,28 @@ constexpr int kRngTag = 6;
 
 std::optional<ember::DType> scalar_dtype(int tag) {
   switch (tag) {
-    case 1: return ember::DType::kF64;
-    case 2: return ember::DType::kS64;
-    case 3: return ember::DType::kPred;
-    case 4: return ember::DType::kC128;
-    case kRngTag: return ember::DType::kU64;
+    case 1:
+      return ember::DType::kF64;
+    case 2:
+      return ember::DType::kS64;
+    case 3:
+      return ember::DType::kPred;
+    case 4:
+      return ember::DType::kC128;
+    case kRngTag:
+      return ember::DType::kU64;
   }
   return std::nullopt;
 }
 
 ember::Literal scalar_literal(const c10::IValue& v, int tag) {
   switch (tag) {
-    case 1: return ember::Literal::ScalarDouble(ember::DType::kF64, v.toDouble());
-    case 2: return ember::Literal::ScalarInt(ember::DType::kS64, v.toInt());
-    case 3: return ember::Literal::ScalarInt(ember::DType::kPred, v.toBool() ? 1 : 0);
+    case 1:
+      return ember::Literal::ScalarDouble(ember::DType::kF64, v.toDouble());
+    case 2:
+      return ember::Literal::ScalarInt(ember::DType::kS64, v.toInt());
+    case 3:
+      return ember::Literal::ScalarInt(ember::DType::kPred, v.toBool() ? 1 : 0);
     case 4: {
       ember::Literal lit(ember::Shape(ember::DType::kC128, {}));
       auto c = v.toComplexDouble();
@@ -189,28 +202,34 @@ ember::Literal scalar_literal(const c10::IValue& v, int tag) {
       std::memcpy(lit.data(), parts, sizeof(parts));
       return lit;
     }
-    default: return ember::Literal::ScalarInt(ember::DType::kU64, v.toInt());
+    default:
+      return ember::Literal::ScalarInt(ember::DType::kU64, v.toInt());
   }
 }
 
 c10::IValue scalar_ivalue(const ember::Literal& lit, int tag) {
   switch (tag) {
-    case 1: return c10::IValue(lit.GetDouble(0));
-    case 2: return c10::IValue(lit.GetInt(0));
-    case 3: return c10::IValue(lit.GetInt(0) != 0);
-    case 4: return c10::IValue(c10::complex<double>(lit.GetComplex(0).real(), lit.GetComplex(0).imag()));
-    default: return c10::IValue(lit.GetInt(0));
+    case 1:
+      return c10::IValue(lit.GetDouble(0));
+    case 2:
+      return c10::IValue(lit.GetInt(0));
+    case 3:
+      return c10::IValue(lit.GetInt(0) != 0);
+    case 4:
+      return c10::IValue(c10::complex<double>(lit.GetComplex(0).real(), lit.GetComplex(0).imag()));
+    default:
+      return c10::IValue(lit.GetInt(0));
   }
 }
 
 // ---------------------------------------------------------------- ATen custom-calls
 struct ExternState {
   explicit ExternState(AtenStep s) : step(std::move(s)) {}
-  AtenStep step;                        // tensor refs: operand index; scalar refs: local index
-  int op_index = -1;                    // in LazyGraph::ops
+  AtenStep step;                          // tensor refs: operand index; scalar refs: local index
+  int op_index = -1;                      // in LazyGraph::ops
   std::vector<TensorMeta> operand_metas;  // recorded layout of each tensor operand
-  int num_tensors = 0;                  // custom-call operands [0, n) are tensors
-  std::vector<int> scalar_tags;         // per local scalar (operand num_tensors + j)
+  int num_tensors = 0;                    // custom-call operands [0, n) are tensors
+  std::vector<int> scalar_tags;           // per local scalar (operand num_tensors + j)
 };
 
 ember::Status run_extern(const ExternState& es, ember::ExternCall& call) {
@@ -219,8 +238,8 @@ ember::Status run_extern(const ExternState& es, ember::ExternCall& call) {
     io.tensor = [&](int o) -> at::Tensor {
       const ember::Literal* in = call.inputs[o];
       const TensorMeta& m = es.operand_metas[o];
-      at::Tensor t = at::from_blob(const_cast<void*>(in->data()), m.sizes,
-                                   at::TensorOptions().dtype(m.dtype));
+      at::Tensor t =
+          at::from_blob(const_cast<void*>(in->data()), m.sizes, at::TensorOptions().dtype(m.dtype));
       if (m.offset == 0 && row_major(m.sizes, m.strides)) {
         if (m.strides != t.strides().vec()) t = t.as_strided(m.sizes, m.strides);
         return t;
@@ -257,8 +276,10 @@ ember::Status run_extern(const ExternState& es, ember::ExternCall& call) {
       ee.op = es.op_index;
     }
     std::string msg = es.step.name + ": ";
-    if (auto* ce = dynamic_cast<const c10::Error*>(&e)) msg += ce->what_without_backtrace();
-    else msg += e.what();
+    if (auto* ce = dynamic_cast<const c10::Error*>(&e))
+      msg += ce->what_without_backtrace();
+    else
+      msg += e.what();
     return ember::Status(ember::StatusCode::kInternal, msg);
   }
 }
@@ -362,9 +383,9 @@ struct Lowerer {
   const LazyGraph& g;
   ember::GraphBuilder b;
   std::vector<ParamSrc> params;
-  std::unordered_map<int, ember::NodeId> slot_param;   // leaf slot -> parameter (or its transpose)
-  std::set<size_t> permuted_inputs;                    // g.inputs read through a transpose
-  std::unordered_map<int, ember::NodeId> scalar_param; // scalar index -> parameter
+  std::unordered_map<int, ember::NodeId> slot_param;    // leaf slot -> parameter (or its transpose)
+  std::set<size_t> permuted_inputs;                     // g.inputs read through a transpose
+  std::unordered_map<int, ember::NodeId> scalar_param;  // scalar index -> parameter
   std::unordered_map<const Node*, std::vector<ember::NodeId>> values;  // per output
   std::map<std::string, ember::ExternKernel> kernels;
   std::vector<std::shared_ptr<ExternState>> externs;
@@ -381,7 +402,8 @@ struct Lowerer {
   ember::NodeId scalar(int j, int tag) {
     auto it = scalar_param.find(j);
     if (it != scalar_param.end()) return it->second;
-    ember::NodeId id = new_param(ember::Shape(*scalar_dtype(tag), {}), ParamSrc{ParamSrc::kScalar, j, tag});
+    ember::NodeId id =
+        new_param(ember::Shape(*scalar_dtype(tag), {}), ParamSrc{ParamSrc::kScalar, j, tag});
     scalar_param[j] = id;
     return id;
   }
@@ -398,11 +420,12 @@ struct Lowerer {
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       const at::Tensor& t = g.inputs[i];
       auto d = to_ir_dtype(t.scalar_type());
-      if (!d) return std::string("input of dtype ") + c10::toString(t.scalar_type()) + " has no IR dtype";
+      if (!d)
+        return std::string("input of dtype ") + c10::toString(t.scalar_type()) + " has no IR dtype";
       std::vector<int64_t> order = dense_permutation(t);
       if (order.empty()) {
-        slot_param[g.input_slots[i]] =
-            new_param(ember::Shape(*d, t.sizes().vec()), ParamSrc{ParamSrc::kInput, static_cast<int>(i), 0});
+        slot_param[g.input_slots[i]] = new_param(
+            ember::Shape(*d, t.sizes().vec()), ParamSrc{ParamSrc::kInput, static_cast<int>(i), 0});
         continue;
       }
       // Borrowed in its stored order, read through a transpose (which simplify folds
@@ -412,18 +435,19 @@ struct Lowerer {
         stored[j] = t.size(order[j]);
         perm[order[j]] = static_cast<int64_t>(j);
       }
-      ember::NodeId pid =
-          new_param(ember::Shape(*d, stored), ParamSrc{ParamSrc::kInput, static_cast<int>(i), 0, true});
+      ember::NodeId pid = new_param(ember::Shape(*d, stored),
+                                    ParamSrc{ParamSrc::kInput, static_cast<int>(i), 0, true});
       slot_param[g.input_slots[i]] = b.Transpose(pid, perm);
       permuted_inputs.insert(i);
     }
-      return "";
+    return "";
   }
 
   std::string lower_op(int k, int* next_scalar, const std::set<int>& force_extern) {
     Node* n = g.ops[k];
     const int s0 = *next_scalar;
-    AtenStep st = make_aten_step(*n, [](int o) { return o; }, next_scalar);
+    AtenStep st = make_aten_step(
+        *n, [](int o) { return o; }, next_scalar);
     const auto& schema = n->op->schema();
     // Which scalar indices are rng (seed, offset) pairs.
     std::set<int> rng_scalars;
@@ -440,7 +464,8 @@ struct Lowerer {
     auto tag = [&](int j) { return rng_scalars.count(j) ? kRngTag : tag_of(j); };
     for (int j = s0; j < *next_scalar; ++j) {
       if (!scalar_dtype(tag(j))) {
-        return st.name + ": a Scalar argument of kind " + g.scalars[j].tagKind() + " has no IR dtype";
+        return st.name + ": a Scalar argument of kind " + g.scalars[j].tagKind() +
+               " has no IR dtype";
       }
     }
     // Output metadata: written arguments first, then the returns.
@@ -448,7 +473,8 @@ struct Lowerer {
     std::vector<int> out_of_node;  // per AtenCall output: node output index or -1
     for (const auto& m : n->outputs) {
       auto d = to_ir_dtype(m.dtype);
-      if (!d) return st.name + ": an output of dtype " + c10::toString(m.dtype) + " has no IR dtype";
+      if (!d)
+        return st.name + ": an output of dtype " + c10::toString(m.dtype) + " has no IR dtype";
     }
     {
       size_t written_outs = n->outputs.size();
@@ -473,9 +499,12 @@ struct Lowerer {
       };
       for (size_t w = 0; w < written_outs; ++w) push(true);
       for (int r : n->ret_shape) {
-        if (r == -1) push(true);
-        else if (r == -2) push(false);
-        else if (r >= 0) for (int j = 0; j < r; ++j) push(true);
+        if (r == -1)
+          push(true);
+        else if (r == -2)
+          push(false);
+        else if (r >= 0)
+          for (int j = 0; j < r; ++j) push(true);
       }
     }
     std::string meta = st.name + " #" + std::to_string(k);
@@ -510,7 +539,9 @@ struct Lowerer {
           return sa;
         };
         switch (st.kinds[i]) {
-          case ArgKind::kPlain: a = plain_arg(n->args[i], schema.arguments()[i]); break;
+          case ArgKind::kPlain:
+            a = plain_arg(n->args[i], schema.arguments()[i]);
+            break;
           case ArgKind::kTensor:
             if (refs[0] >= 0) {
               a.kind = L::Arg::Kind::kTensor;
@@ -521,8 +552,10 @@ struct Lowerer {
           case ArgKind::kOptTensorList:
             a.kind = L::Arg::Kind::kTensorList;
             for (int o : refs) {
-              if (o < 0) a.tensors.push_back(std::nullopt);
-              else a.tensors.push_back(targ(o));
+              if (o < 0)
+                a.tensors.push_back(std::nullopt);
+              else
+                a.tensors.push_back(targ(o));
             }
             break;
           case ArgKind::kScalar:
@@ -537,7 +570,9 @@ struct Lowerer {
             a.kind = L::Arg::Kind::kOther;
             call.rng = std::make_pair(scalar(refs[0], kRngTag), scalar(refs[0] + 1, kRngTag));
             break;
-          case ArgKind::kDevice: a.kind = L::Arg::Kind::kOther; break;
+          case ArgKind::kDevice:
+            a.kind = L::Arg::Kind::kOther;
+            break;
         }
         call.args.push_back(std::move(a));
       }
@@ -565,7 +600,8 @@ struct Lowerer {
       } else if (!bs.ok()) {
         problem = "builder error: " + bs.message();
       } else if (r->size() != outs.size()) {
-        problem = "returned " + std::to_string(r->size()) + " values for " + std::to_string(outs.size()) + " outputs";
+        problem = "returned " + std::to_string(r->size()) + " values for " +
+                  std::to_string(outs.size()) + " outputs";
       } else {
         for (size_t i = 0; i < outs.size() && problem.empty(); ++i) {
           if (!outs[i].defined) continue;
@@ -591,7 +627,8 @@ struct Lowerer {
       }
       if (problem != "-") {
         stats.lowering_errors[st.name]++;
-        std::string msg = "lowering of " + st.name + " failed (running it as an ATen extern): " + problem;
+        std::string msg =
+            "lowering of " + st.name + " failed (running it as an ATen extern): " + problem;
         log_line(msg);
         if (!log_lowering()) {
           static std::atomic<bool> once{false};
@@ -632,7 +669,8 @@ struct Lowerer {
       if (shapes.size() == 1) {
         vals.push_back(cc);
       } else {
-        for (size_t i = 0; i < shapes.size(); ++i) vals.push_back(b.GetTupleElement(cc, static_cast<int64_t>(i)));
+        for (size_t i = 0; i < shapes.size(); ++i)
+          vals.push_back(b.GetTupleElement(cc, static_cast<int64_t>(i)));
       }
       std::shared_ptr<const ExternState> keep = es;
       kernels[target] = [keep](ember::ExternCall& c) { return run_extern(*keep, c); };
@@ -662,7 +700,8 @@ GraphStats last_graph() {
   return g_last;
 }
 
-std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend, std::string* error) {
+std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
+                                            std::string* error) {
   std::set<int> force_extern;
   Lowerer lw(g);
   std::string err = lw.lower_inputs();
@@ -715,7 +754,9 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
       for (int depth = 0; depth < 256 && n; ++depth) {
         if (n->kind != NodeKind::kOp) {
           auto it = input_of_slot.find(g.first_slot.at(n));
-          return it == input_of_slot.end() || n->kind != NodeKind::kData ? -1 : static_cast<int>(it->second);
+          return it == input_of_slot.end() || n->kind != NodeKind::kData
+                     ? -1
+                     : static_cast<int>(it->second);
         }
         if (n->specs.empty()) return -1;
         const ArgSpec& self = n->specs[0];
@@ -739,8 +780,9 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
     auto can_pair = [&](size_t o, size_t i) {
       const TensorMeta& m = output_metas[o];
       ember::NodeId pid = lw.slot_param.at(g.input_slots[i]);
-      return !paired[o] && !input_paired[i] && !lw.permuted_inputs.count(i) && outputs[o] != pid && m.offset == 0 &&
-             row_major(m.sizes, m.strides) && lw.b.shape(outputs[o]) == lw.b.shape(pid);
+      return !paired[o] && !input_paired[i] && !lw.permuted_inputs.count(i) && outputs[o] != pid &&
+             m.offset == 0 && row_major(m.sizes, m.strides) &&
+             lw.b.shape(outputs[o]) == lw.b.shape(pid);
     };
     auto pair = [&](size_t o, size_t i) {
       lw.b.SetAlias(static_cast<int>(o), static_cast<int>(i));  // input i is parameter i
@@ -800,7 +842,9 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
         st.kernel_ops.push_back(ops);
         break;
       }
-      case ember::StepKind::kInterpret: st.interpreted++; break;
+      case ember::StepKind::kInterpret:
+        st.interpreted++;
+        break;
       case ember::StepKind::kExtern: {
         st.extern_steps++;
         const std::string& name = s.kernel_name;
@@ -812,7 +856,9 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
         }
         break;
       }
-      case ember::StepKind::kCopy: st.copy_steps++; break;
+      case ember::StepKind::kCopy:
+        st.copy_steps++;
+        break;
     }
   }
   p->stats = st;
@@ -821,7 +867,8 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
 
 thread_local RunTiming g_run_timing;
 
-LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::vector<bool>& donated) {
+LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
+                       const std::vector<bool>& donated) {
   static const bool timed = ember::LogEnabled("sync");
   using Clock = std::chrono::steady_clock;
   auto us = [](Clock::time_point a, Clock::time_point b) {
@@ -846,10 +893,12 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
       input_copies++;
     }
     arg_tensors[i] = t;
-    auto buf = ember::Buffer::Borrow(p.param_shapes[i], t.numel() ? t.data_ptr() : nullptr, keep_alive(t));
+    auto buf =
+        ember::Buffer::Borrow(p.param_shapes[i], t.numel() ? t.data_ptr() : nullptr, keep_alive(t));
     if (!buf.ok()) {
-      out.error = std::make_exception_ptr(c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-                                                     "ember: internal error: " + buf.status().message()));
+      out.error =
+          std::make_exception_ptr(c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                             "ember: internal error: " + buf.status().message()));
       return out;
     }
     args.push_back(std::move(buf).value());
@@ -863,7 +912,8 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
   ember::ExecuteOptions eo;
   std::vector<int> param_of_input(g.inputs.size(), -1);
   for (size_t i = 0; i < p.params.size(); ++i) {
-    if (p.params[i].kind == ParamSrc::kInput) param_of_input[p.params[i].index] = static_cast<int>(i);
+    if (p.params[i].kind == ParamSrc::kInput)
+      param_of_input[p.params[i].index] = static_cast<int>(i);
   }
   int64_t donated_n = 0;
   if (!donated.empty()) {
@@ -876,7 +926,8 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
     }
   }
   const int64_t relayout0 = g_relayout_copies.load(), extern0 = g_extern_copies.load();
-  ember::StatusOr<std::vector<ember::BufferRef>> res = ember::Status(ember::StatusCode::kInternal, "not run");
+  ember::StatusOr<std::vector<ember::BufferRef>> res =
+      ember::Status(ember::StatusCode::kInternal, "not run");
   if (timed) t1 = Clock::now();
   try {
     res = p.exe->Run(args, eo);
@@ -919,7 +970,8 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
         if (h == std::string::npos) return -1;
         return std::atoi(md.c_str() + h + 2);
       };
-      for (size_t pos = m.find('%'); pos != std::string::npos && op < 0; pos = m.find('%', pos + 1)) {
+      for (size_t pos = m.find('%'); pos != std::string::npos && op < 0;
+           pos = m.find('%', pos + 1)) {
         int id = std::atoi(m.c_str() + pos + 1);
         if (id < 0 || id >= cg.num_nodes()) continue;
         const ember::Node& nd = cg.node(id);
@@ -967,23 +1019,25 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
       }
       // Eager raises IndexError for bad indices, except in these ops (RuntimeError).
       static const std::set<std::string> runtime_error_ops = {
-          "aten::gather", "aten::scatter", "aten::scatter_add", "aten::scatter_reduce",
-          "aten::index_add", "aten::index_reduce"};
+          "aten::gather",         "aten::scatter",   "aten::scatter_add",
+          "aten::scatter_reduce", "aten::index_add", "aten::index_reduce"};
       if (s.code() == ember::StatusCode::kOutOfRange &&
           !(n && runtime_error_ops.count(n->op->schema().name()))) {
         c10::IndexError ie({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, s.message());
         rethrow_at(ie, name, n);
       }
       if (s.code() == ember::StatusCode::kResourceExhausted) {
-        throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-                                    "ember: out of memory while running " + name +
-                                        (n && !n->source.empty() ? " (traced at " + n->source + ")" : "") +
-                                        ": " + s.message());
+        throw c10::OutOfMemoryError(
+            {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+            "ember: out of memory while running " + name +
+                (n && !n->source.empty() ? " (traced at " + n->source + ")" : "") + ": " +
+                s.message());
       }
       std::string msg = s.message();
       if (msg.find("donated parameters already overwritten") != std::string::npos) {
-        msg += " [ember: those parameters are inputs whose device buffers no live tensor "
-               "referenced (donated for an in-place update); every tensor you hold is intact]";
+        msg +=
+            " [ember: those parameters are inputs whose device buffers no live tensor "
+            "referenced (donated for an in-place update); every tensor you hold is intact]";
       }
       c10::Error ce({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg);
       rethrow_at(ce, name, n);
@@ -1014,7 +1068,10 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
         out.outputs.push_back(t);
       } else {
         TensorMeta dense = *m;
-        { auto cs = c10::contiguous_strides(m->sizes); dense.strides.assign(cs.begin(), cs.end()); }
+        {
+          auto cs = c10::contiguous_strides(m->sizes);
+          dense.strides.assign(cs.begin(), cs.end());
+        }
         dense.offset = 0;
         out_copies++;
         out.outputs.push_back(relayout(wrap_buffer(buf, dense), *m));
@@ -1023,7 +1080,8 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
     }
     bool donated_out = false;
     if (borrowed && !donated.empty()) {
-      for (size_t a = 0; a < args.size(); ++a) donated_out |= args[a] == buf && eo.donated.size() > a && eo.donated[a];
+      for (size_t a = 0; a < args.size(); ++a)
+        donated_out |= args[a] == buf && eo.donated.size() > a && eo.donated[a];
     }
     if (m->offset == 0 && row_major(m->sizes, m->strides) && (!borrowed || donated_out)) {
       if (borrowed) {
@@ -1042,7 +1100,10 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::v
       continue;
     }
     TensorMeta dense = *m;
-    { auto cs = c10::contiguous_strides(m->sizes); dense.strides.assign(cs.begin(), cs.end()); }
+    {
+      auto cs = c10::contiguous_strides(m->sizes);
+      dense.strides.assign(cs.begin(), cs.end());
+    }
     dense.offset = 0;
     at::Tensor src = wrap_buffer(buf, dense);
     out_copies++;
@@ -1065,7 +1126,8 @@ bool is_canonical_gemm_layout(const at::Tensor& t) {
   // exact row-major strides (is_contiguous() ignores those of size-1 dims, which the
   // GEMM's transpose choice may still read)
   auto cs = c10::contiguous_strides(t.sizes());
-  return t.strides() == c10::IntArrayRef(cs) && reinterpret_cast<uintptr_t>(t.data_ptr()) % kAlign == 0;
+  return t.strides() == c10::IntArrayRef(cs) &&
+         reinterpret_cast<uintptr_t>(t.data_ptr()) % kAlign == 0;
 }
 
 at::Tensor canonical_gemm_operand(const at::Tensor& t) {
@@ -1112,12 +1174,17 @@ ember::Status aten_dot_general(ember::ExternCall& c) {
     const auto& rb = n.attrs.GetInts("rhs_batch_dims");
     const auto& lc = n.attrs.GetInts("lhs_contracting_dims");
     const auto& rc = n.attrs.GetInts("rhs_contracting_dims");
-    at::Tensor lhs = at::from_blob(const_cast<void*>(l.data()), l.shape().dims(), at::TensorOptions().dtype(lt));
-    at::Tensor rhs = at::from_blob(const_cast<void*>(r.data()), r.shape().dims(), at::TensorOptions().dtype(rt));
-    auto free_dims = [](int64_t rank, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    at::Tensor lhs =
+        at::from_blob(const_cast<void*>(l.data()), l.shape().dims(), at::TensorOptions().dtype(lt));
+    at::Tensor rhs =
+        at::from_blob(const_cast<void*>(r.data()), r.shape().dims(), at::TensorOptions().dtype(rt));
+    auto free_dims = [](int64_t rank, const std::vector<int64_t>& a,
+                        const std::vector<int64_t>& b) {
       std::vector<int64_t> f;
       for (int64_t d = 0; d < rank; ++d) {
-        if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end()) f.push_back(d);
+        if (std::find(a.begin(), a.end(), d) == a.end() &&
+            std::find(b.begin(), b.end(), d) == b.end())
+          f.push_back(d);
       }
       return f;
     };
@@ -1158,8 +1225,9 @@ ember::Status aten_dot_general(ember::ExternCall& c) {
     return ember::OkStatus();
   } catch (const std::exception& e) {
     auto* ce = dynamic_cast<const c10::Error*>(&e);
-    return ember::Status(ember::StatusCode::kInternal,
-                         std::string("dot-general (ATen): ") + (ce ? ce->what_without_backtrace() : e.what()));
+    return ember::Status(
+        ember::StatusCode::kInternal,
+        std::string("dot-general (ATen): ") + (ce ? ce->what_without_backtrace() : e.what()));
   }
 }
 

@@ -27,21 +27,21 @@ int parse_backend(const std::string& s);  // -1 if unknown
 // Per compiled graph figures (ember.metrics.last_graph()).
 struct GraphStats {
   std::string backend;
-  int64_t lazy_ops = 0;         // lazy op nodes in the graph
-  int64_t lowered_ops = 0;      // lowered into core ops
-  int64_t extern_ops = 0;       // run as ATen custom-calls
-  int64_t kernels = 0;          // native kernel steps
-  int64_t interpreted = 0;      // interpreter steps
-  int64_t extern_steps = 0;     // extern steps (ATen custom-calls + core externs)
-  int64_t copy_steps = 0;       // runtime copy steps (donation copies, snapshots)
+  int64_t lazy_ops = 0;      // lazy op nodes in the graph
+  int64_t lowered_ops = 0;   // lowered into core ops
+  int64_t extern_ops = 0;    // run as ATen custom-calls
+  int64_t kernels = 0;       // native kernel steps
+  int64_t interpreted = 0;   // interpreter steps
+  int64_t extern_steps = 0;  // extern steps (ATen custom-calls + core externs)
+  int64_t copy_steps = 0;    // runtime copy steps (donation copies, snapshots)
   // Per native kernel step, in run order: the core ops it computes (a fusion's body
   // ops, parameters excluded; 1 for an unfused op), so fused chains are visible.
   std::vector<int64_t> kernel_ops;
-  int64_t core_nodes = 0;       // nodes of the optimized core graph
-  int64_t parameters = 0;       // core graph parameters (tensors + scalars + rng)
-  std::map<std::string, int64_t> externs;        // ATen op -> custom-call steps
-  std::map<std::string, int64_t> core_externs;   // "ember.dot-general" -> steps
-  std::map<std::string, int64_t> declined;       // ATen op -> declined calls
+  int64_t core_nodes = 0;                       // nodes of the optimized core graph
+  int64_t parameters = 0;                       // core graph parameters (tensors + scalars + rng)
+  std::map<std::string, int64_t> externs;       // ATen op -> custom-call steps
+  std::map<std::string, int64_t> core_externs;  // "ember.dot-general" -> steps
+  std::map<std::string, int64_t> declined;      // ATen op -> declined calls
   std::map<std::string, int64_t> lowering_errors;  // ATen op -> failed lowerings
 };
 
@@ -49,7 +49,8 @@ struct LoweredProgram;
 
 // Lowers and compiles `g` for `backend` (kCpu or kInterpreter). On failure returns
 // null and sets *error (the caller then runs the graph on the aten backend).
-std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend, std::string* error);
+std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
+                                            std::string* error);
 const GraphStats& program_stats(const LoweredProgram& p);
 
 struct LoweredRun {
@@ -69,7 +70,8 @@ extern thread_local RunTiming g_run_timing;
 
 // Runs the program on this sync's inputs and scalars. `donated[i]`: input i's buffer
 // may be overwritten in place (no other live tensor refers to it).
-LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g, const std::vector<bool>& donated);
+LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
+                       const std::vector<bool>& donated);
 
 // The figures of the program the last sync ran (memory or disk cache or fresh).
 void set_last_graph(const GraphStats& s);

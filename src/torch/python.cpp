@@ -1,11 +1,10 @@
 // ember._C: Python bindings (pybind11 as shipped inside torch).
+#include <ATen/FunctionalTensorWrapper.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
 #include <unordered_map>
-#include <torch/csrc/Dtype.h>
-#include <torch/csrc/Generator.h>
-
-#include <ATen/FunctionalTensorWrapper.h>
 
 #include "bridge.h"
 #include "capture.h"
@@ -64,7 +63,8 @@ std::string python_source() {
       auto& lines = it->second.lines;
       auto lt = lines.find(lasti);
       if (lt == lines.end()) {
-        lt = lines.emplace(lasti, it->second.file + ":" + std::to_string(PyFrame_GetLineNumber(f))).first;
+        lt = lines.emplace(lasti, it->second.file + ":" + std::to_string(PyFrame_GetLineNumber(f)))
+                 .first;
       }
       out = lt->second;
       Py_DECREF(f);
@@ -83,7 +83,10 @@ void call_py(PyObject* fn, const std::string& a, const std::string* b) {
   py::gil_scoped_acquire gil;
   try {
     py::handle h(fn);
-    if (b) h(a, *b); else h(a);
+    if (b)
+      h(a, *b);
+    else
+      h(a);
   } catch (py::error_already_set& e) {
     e.discard_as_unraisable("ember callback");
   }
@@ -112,11 +115,14 @@ PYBIND11_MODULE(_C, m) {
     g_log_fn = log.ptr();
     g_source_hook = &python_source;
     g_warn_hook = [](const std::string& msg) { call_py(g_warn_fn, msg, nullptr); };
-    g_log_hook = [](const std::string& kind, const std::string& msg) { call_py(g_log_fn, kind, &msg); };
+    g_log_hook = [](const std::string& kind, const std::string& msg) {
+      call_py(g_log_fn, kind, &msg);
+    };
   });
 
-  m.def("sync", [](const std::string& reason) { sync(reason); },
-        py::arg("reason") = "ember.sync()", py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "sync", [](const std::string& reason) { sync(reason); }, py::arg("reason") = "ember.sync()",
+      py::call_guard<py::gil_scoped_release>());
   m.def("pending_graph_text", &graph_debug_text, py::call_guard<py::gil_scoped_release>());
   m.def("pending_ops", &pending_op_count);
   m.def("cache_size", &cache_size);
@@ -185,17 +191,23 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("set_config", [](const std::string& key, py::object v) {
     auto& c = config();
-    if (key == "max_pending_ops") c.max_pending_ops = v.cast<int64_t>();
-    else if (key == "recompile_warn_limit") c.recompile_warn_limit = v.cast<int64_t>();
-    else if (key == "record_source") c.record_source = v.cast<bool>();
-    else if (key == "log_recompiles") c.log_recompiles = v.cast<bool>();
-    else if (key == "donate_buffers") donate_buffers() = v.cast<bool>();
+    if (key == "max_pending_ops")
+      c.max_pending_ops = v.cast<int64_t>();
+    else if (key == "recompile_warn_limit")
+      c.recompile_warn_limit = v.cast<int64_t>();
+    else if (key == "record_source")
+      c.record_source = v.cast<bool>();
+    else if (key == "log_recompiles")
+      c.log_recompiles = v.cast<bool>();
+    else if (key == "donate_buffers")
+      donate_buffers() = v.cast<bool>();
     else if (key == "backend") {
       int b = parse_backend(v.cast<std::string>());
-      if (b < 0) throw py::value_error("ember.config.backend must be 'cpu', 'interpreter' or 'aten'");
+      if (b < 0)
+        throw py::value_error("ember.config.backend must be 'cpu', 'interpreter' or 'aten'");
       c.backend = b;
-    }
-    else throw py::key_error("unknown ember config key: " + key);
+    } else
+      throw py::key_error("unknown ember config key: " + key);
   });
 
   // RNG
@@ -225,7 +237,8 @@ PYBIND11_MODULE(_C, m) {
     g.set_state(state);
   });
   m.def("default_generator", []() {
-    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator()));
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator()));
   });
   m.def("is_in_bad_fork", &in_bad_fork);
   m.def("ir_dtype", [](py::object dtype) {
@@ -242,9 +255,8 @@ PYBIND11_MODULE(_C, m) {
     std::lock_guard<std::mutex> g(state_mutex());
     return impl->state()->ir.has_value();
   });
-  m.def("is_functional", [](const at::Tensor& t) {
-    return at::functionalization::impl::isFunctionalTensor(t);
-  });
+  m.def("is_functional",
+        [](const at::Tensor& t) { return at::functionalization::impl::isFunctionalTensor(t); });
   m.def("wrap_host", [](const at::Tensor& t) {
     // An ember tensor whose device data is `t`'s memory (no copy): same sizes, strides,
     // storage offset and dtype. The torch.compile backend (ember/dynamo.py) hands its
@@ -259,37 +271,43 @@ PYBIND11_MODULE(_C, m) {
   });
   // torch.compile backend (ember/dynamo.py): rerun a traced FX graph's program.
   py::class_<CapturedProgram, std::shared_ptr<CapturedProgram>>(m, "CapturedProgram")
-      .def("run", [](const CapturedProgram& p, const std::vector<std::optional<at::Tensor>>& ins) -> py::object {
-        std::vector<at::Tensor> v;
-        v.reserve(ins.size());
-        for (const auto& t : ins) v.push_back(t ? *t : at::Tensor());
-        std::optional<std::vector<at::Tensor>> out;
-        {
-          py::gil_scoped_release nogil;
-          out = p.run(v);
-        }
-        if (!out) return py::none();
-        return py::cast(*out);
-      })
+      .def("run",
+           [](const CapturedProgram& p,
+              const std::vector<std::optional<at::Tensor>>& ins) -> py::object {
+             std::vector<at::Tensor> v;
+             v.reserve(ins.size());
+             for (const auto& t : ins) v.push_back(t ? *t : at::Tensor());
+             std::optional<std::vector<at::Tensor>> out;
+             {
+               py::gil_scoped_release nogil;
+               out = p.run(v);
+             }
+             if (!out) return py::none();
+             return py::cast(*out);
+           })
       .def_property_readonly("runs", &CapturedProgram::runs);
   m.def("pending_state_ids", &pending_state_ids);
-  m.def("capture", [](const std::vector<std::optional<at::Tensor>>& ins, const std::vector<at::Tensor>& outs,
-                      int64_t generation, const std::vector<uint64_t>& foreign, const std::string& reason) {
-    std::vector<at::Tensor> in, inner;
-    for (const auto& t : ins) in.push_back(t ? *t : at::Tensor());
-    for (const auto& t : outs) inner.push_back(inner_of(t));
-    std::string why;
-    std::shared_ptr<CapturedProgram> p;
-    {
-      py::gil_scoped_release nogil;
-      p = CapturedProgram::capture(in, inner, generation, foreign, reason, &why);
-    }
-    return py::make_tuple(p ? py::cast(p) : py::none(), why);
-  });
-  m.def("data_of", [](const at::Tensor& t) {
-    // The device buffer behind a tensor (a CPU tensor sharing its memory).
-    auto in = inner_of(t);
-    TORCH_CHECK(lazy_impl(in), "not an ember tensor");
-    return materialize(in);
-  }, py::call_guard<py::gil_scoped_release>());
+  m.def("capture",
+        [](const std::vector<std::optional<at::Tensor>>& ins, const std::vector<at::Tensor>& outs,
+           int64_t generation, const std::vector<uint64_t>& foreign, const std::string& reason) {
+          std::vector<at::Tensor> in, inner;
+          for (const auto& t : ins) in.push_back(t ? *t : at::Tensor());
+          for (const auto& t : outs) inner.push_back(inner_of(t));
+          std::string why;
+          std::shared_ptr<CapturedProgram> p;
+          {
+            py::gil_scoped_release nogil;
+            p = CapturedProgram::capture(in, inner, generation, foreign, reason, &why);
+          }
+          return py::make_tuple(p ? py::cast(p) : py::none(), why);
+        });
+  m.def(
+      "data_of",
+      [](const at::Tensor& t) {
+        // The device buffer behind a tensor (a CPU tensor sharing its memory).
+        auto in = inner_of(t);
+        TORCH_CHECK(lazy_impl(in), "not an ember tensor");
+        return materialize(in);
+      },
+      py::call_guard<py::gil_scoped_release>());
 }

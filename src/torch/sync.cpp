@@ -1,13 +1,9 @@
 // Sync: one graph from the pending values of all live tensors, a structural hash, an
 // in-memory cache of executables, execution as ATen extern steps over slots.
-#include "bridge.h"
-#include "capture.h"
-#include "lazy_graph.h"
-#include "lower.h"
-#include "ember/codegen/cpu.h"
-#include "../ir/log.h"
-
 #include <ATen/CPUGeneratorImpl.h>
+#include <sys/stat.h>
+#include <torch/headeronly/version.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,9 +14,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include <sys/stat.h>
-#include <unistd.h>
-#include <torch/headeronly/version.h>
+#include "../ir/log.h"
+#include "bridge.h"
+#include "capture.h"
+#include "ember/codegen/cpu.h"
+#include "lazy_graph.h"
+#include "lower.h"
 
 namespace ember_torch {
 namespace {
@@ -32,27 +31,52 @@ int64_t dbits(double d) {
 }
 
 void hash_plain(const c10::IValue& v, std::vector<int64_t>& t) {
-  if (v.isNone()) { t.push_back(1); return; }
-  if (v.isInt()) { t.push_back(2); t.push_back(v.toInt()); return; }
-  if (v.isBool()) { t.push_back(3); t.push_back(v.toBool()); return; }
-  if (v.isDouble()) { t.push_back(4); t.push_back(dbits(v.toDouble())); return; }
+  if (v.isNone()) {
+    t.push_back(1);
+    return;
+  }
+  if (v.isInt()) {
+    t.push_back(2);
+    t.push_back(v.toInt());
+    return;
+  }
+  if (v.isBool()) {
+    t.push_back(3);
+    t.push_back(v.toBool());
+    return;
+  }
+  if (v.isDouble()) {
+    t.push_back(4);
+    t.push_back(dbits(v.toDouble()));
+    return;
+  }
   if (v.isIntList()) {
     auto l = v.toIntVector();
-    t.push_back(6); t.push_back(l.size());
+    t.push_back(6);
+    t.push_back(l.size());
     t.insert(t.end(), l.begin(), l.end());
     return;
   }
   if (v.isSymIntList()) {
     auto l = v.toSymIntList();
-    t.push_back(6); t.push_back(l.size());
+    t.push_back(6);
+    t.push_back(l.size());
     for (size_t i = 0; i < l.size(); ++i) t.push_back(l.get(i).expect_int());
     return;
   }
-  if (v.isString()) { t.push_back(9); t.push_back(std::hash<std::string>()(v.toStringRef())); return; }
-  if (v.isDevice()) { t.push_back(10); return; }
+  if (v.isString()) {
+    t.push_back(9);
+    t.push_back(std::hash<std::string>()(v.toStringRef()));
+    return;
+  }
+  if (v.isDevice()) {
+    t.push_back(10);
+    return;
+  }
   if (v.isList()) {
     auto l = v.toList();
-    t.push_back(12); t.push_back(l.size());
+    t.push_back(12);
+    t.push_back(l.size());
     for (size_t i = 0; i < l.size(); ++i) hash_plain(l.get(i), t);
     return;
   }
@@ -140,7 +164,9 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
       const auto& sp = n->specs[i];
       t.push_back(100 + static_cast<int>(sp.kind));
       switch (sp.kind) {
-        case ArgKind::kPlain: hash_plain(n->args[i], t); break;
+        case ArgKind::kPlain:
+          hash_plain(n->args[i], t);
+          break;
         case ArgKind::kTensor:
         case ArgKind::kTensorList:
         case ArgKind::kOptTensorList:
@@ -164,7 +190,8 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
           g.scalars.emplace_back(static_cast<int64_t>(n->rng_seed));
           g.scalars.emplace_back(static_cast<int64_t>(n->rng_offset));
           break;
-        case ArgKind::kDevice: break;
+        case ArgKind::kDevice:
+          break;
       }
     }
     if (n->seeded_default) {
@@ -204,7 +231,8 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
       work.pop_back();
     }
   }
-  std::stable_sort(ops.begin(), ops.end(), [](const Node* a, const Node* b) { return a->seq < b->seq; });
+  std::stable_sort(ops.begin(), ops.end(),
+                   [](const Node* a, const Node* b) { return a->seq < b->seq; });
   std::unordered_set<const Node*> leaves;
   auto leaf = [&](Node* n) {
     if (n->kind != NodeKind::kOp && leaves.insert(n).second) visit_leaf(n);
@@ -258,7 +286,8 @@ struct ResizeWarningFilter : c10::WarningHandler {
 std::optional<c10::OperatorHandle> find_out_overload(const c10::OperatorHandle& op, const Node& n) {
   const auto& s = op.schema();
   if (!n.written.empty()) return std::nullopt;
-  for (bool v : n.output_is_view) if (v) return std::nullopt;
+  for (bool v : n.output_is_view)
+    if (v) return std::nullopt;
   for (const auto& r : s.returns()) {
     if (r.type()->kind() != c10::TypeKind::TensorType) return std::nullopt;
   }
@@ -293,8 +322,8 @@ std::optional<c10::OperatorHandle> find_out_overload(const c10::OperatorHandle& 
 }
 
 at::Tensor conform(const at::Tensor& r, const TensorMeta& m, bool view, bool* copied) {
-  bool same = r.sizes().vec() == m.sizes && r.strides().vec() == m.strides &&
-              r.scalar_type() == m.dtype;
+  bool same =
+      r.sizes().vec() == m.sizes && r.strides().vec() == m.strides && r.scalar_type() == m.dtype;
   if (view) {
     if (same && r.storage_offset() == m.offset) return r;
   } else if (same && (r.storage_offset() == m.offset) && is_device_buffer(r)) {
@@ -331,7 +360,8 @@ std::shared_ptr<Executable> compile(const LazyGraph& g) {
     AtenStep st = make_aten_step(
         *n, [&](int o) { return slot_of(g, n->operands[o]); }, &scalar_idx);
     int first = g.first_slot.at(n);
-    for (size_t k = 0; k < n->outputs.size(); ++k) st.out_slots.push_back(first + static_cast<int>(k));
+    for (size_t k = 0; k < n->outputs.size(); ++k)
+      st.out_slots.push_back(first + static_cast<int>(k));
     ex->steps.push_back(std::move(st));
   }
   // Liveness: a slot is dropped after its last reader (or right after its producer
@@ -343,8 +373,10 @@ std::shared_ptr<Executable> compile(const LazyGraph& g) {
     for (int s : st.out_slots) last[s] = static_cast<int>(i);
     for (size_t a = 0; a < st.kinds.size(); ++a) {
       auto k = st.kinds[a];
-      if (k != ArgKind::kTensor && k != ArgKind::kTensorList && k != ArgKind::kOptTensorList) continue;
-      for (int s : st.refs[a]) if (s >= 0) last[s] = static_cast<int>(i);
+      if (k != ArgKind::kTensor && k != ArgKind::kTensorList && k != ArgKind::kOptTensorList)
+        continue;
+      for (int s : st.refs[a])
+        if (s >= 0) last[s] = static_cast<int>(i);
     }
   }
   for (int s : ex->output_slots) last[s] = -1;
@@ -375,7 +407,9 @@ AtenStep make_aten_step(const Node& n, const std::function<int(int)>& tensor_ref
       case ArgKind::kOptTensorList:
         for (int o : sp.operands) refs.push_back(o < 0 ? -1 : tensor_ref(o));
         break;
-      case ArgKind::kScalar: refs.push_back(scalar_idx++); break;
+      case ArgKind::kScalar:
+        refs.push_back(scalar_idx++);
+        break;
       case ArgKind::kScalarList: {
         size_t len = n.args[i].toList().size();
         for (size_t j = 0; j < len; ++j) refs.push_back(scalar_idx++);
@@ -385,7 +419,8 @@ AtenStep make_aten_step(const Node& n, const std::function<int(int)>& tensor_ref
         refs.push_back(scalar_idx);
         scalar_idx += 2;
         break;
-      default: break;
+      default:
+        break;
     }
     st.refs.push_back(std::move(refs));
   }
@@ -403,7 +438,8 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
   stack.reserve(st.args.size() + st.out_metas.size());
   for (size_t i = 0; i < st.args.size(); ++i) {
     const auto& refs = st.refs[i];
-    bool written = std::find(st.written.begin(), st.written.end(), static_cast<int>(i)) != st.written.end();
+    bool written =
+        std::find(st.written.begin(), st.written.end(), static_cast<int>(i)) != st.written.end();
     auto get = [&](int s) -> at::Tensor {
       at::Tensor t = io.tensor(s);
       if (written) {  // the op mutates it: work on a copy, the input stays intact
@@ -414,8 +450,12 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
       return t;
     };
     switch (st.kinds[i]) {
-      case ArgKind::kPlain: stack.push_back(st.args[i]); break;
-      case ArgKind::kTensor: stack.emplace_back(refs[0] < 0 ? at::Tensor() : get(refs[0])); break;
+      case ArgKind::kPlain:
+        stack.push_back(st.args[i]);
+        break;
+      case ArgKind::kTensor:
+        stack.emplace_back(refs[0] < 0 ? at::Tensor() : get(refs[0]));
+        break;
       case ArgKind::kTensorList: {
         c10::List<at::Tensor> l;
         for (int s : refs) l.push_back(get(s));
@@ -425,12 +465,17 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
       case ArgKind::kOptTensorList: {
         c10::List<std::optional<at::Tensor>> l;
         for (int s : refs) {
-          if (s < 0) l.push_back(std::nullopt); else l.push_back(get(s));
+          if (s < 0)
+            l.push_back(std::nullopt);
+          else
+            l.push_back(get(s));
         }
         stack.emplace_back(std::move(l));
         break;
       }
-      case ArgKind::kScalar: stack.push_back(io.scalar(refs[0])); break;
+      case ArgKind::kScalar:
+        stack.push_back(io.scalar(refs[0]));
+        break;
       case ArgKind::kScalarList: {
         auto orig = st.args[i].toList();
         c10::impl::GenericList l(orig.elementType());
@@ -442,7 +487,9 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
         stack.emplace_back(cpu_gen(static_cast<uint64_t>(io.scalar(refs[0]).toInt()),
                                    static_cast<uint64_t>(io.scalar(refs[0] + 1).toInt())));
         break;
-      case ArgKind::kDevice: stack.emplace_back(c10::Device(at::kCPU)); break;
+      case ArgKind::kDevice:
+        stack.emplace_back(c10::Device(at::kCPU));
+        break;
     }
   }
   std::vector<at::Tensor> results;
@@ -450,8 +497,10 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
   std::vector<at::Tensor> written_ts;
   for (int w : st.written) {
     const auto& v = stack[w];
-    if (v.isTensor()) written_ts.push_back(v.toTensor());
-    else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorList()) written_ts.push_back(t);
+    if (v.isTensor())
+      written_ts.push_back(v.toTensor());
+    else if (v.isTensorList())
+      for (const at::Tensor& t : v.toTensorList()) written_ts.push_back(t);
   }
   std::optional<at::Tensor> saved_rng;
   if (st.seed_idx >= 0) {
@@ -558,23 +607,28 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
     where += " on (";
     for (size_t i = 0; i < n->operands.size(); ++i) {
       const auto& m = n->operands[i].node->outputs[n->operands[i].index];
-      where += (i ? ", " : "") + std::string(c10::toString(m.dtype)) + c10::str(c10::IntArrayRef(m.sizes));
+      where += (i ? ", " : "") + std::string(c10::toString(m.dtype)) +
+               c10::str(c10::IntArrayRef(m.sizes));
     }
     where += ")";
   }
   if (n && !n->source.empty()) where += " (traced at " + n->source + ")";
   where += ": ";
   if (auto* ie = dynamic_cast<const c10::IndexError*>(&e)) {
-    throw c10::IndexError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + ie->what_without_backtrace());
+    throw c10::IndexError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                          where + ie->what_without_backtrace());
   }
   if (auto* ve = dynamic_cast<const c10::ValueError*>(&e)) {
-    throw c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + ve->what_without_backtrace());
+    throw c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                          where + ve->what_without_backtrace());
   }
   if (auto* te = dynamic_cast<const c10::TypeError*>(&e)) {
-    throw c10::TypeError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + te->what_without_backtrace());
+    throw c10::TypeError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                         where + te->what_without_backtrace());
   }
   if (auto* ce = dynamic_cast<const c10::Error*>(&e)) {
-    throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + ce->what_without_backtrace());
+    throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                     where + ce->what_without_backtrace());
   }
   throw c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, where + e.what());
 }
@@ -589,9 +643,10 @@ std::vector<bool> donatable_inputs(const LazyGraph& g) {
     // view, data_of() result or autograd save) may hold the tensor or its storage.
     d[i] = t.use_count() == 1 + g.input_nodes[i] && t.storage().use_count() == 1;
     if (log) {
-      ember::LogLine("donation", c10::str("input ", i, " ", t.sizes(), ": ", d[i] ? "donatable" : "kept",
-                                   " (tensor refs ", t.use_count(), ", graph ", 1 + g.input_nodes[i],
-                                   "; storage refs ", t.storage().use_count(), ")"));
+      ember::LogLine("donation",
+                     c10::str("input ", i, " ", t.sizes(), ": ", d[i] ? "donatable" : "kept",
+                              " (tensor refs ", t.use_count(), ", graph ", 1 + g.input_nodes[i],
+                              "; storage refs ", t.storage().use_count(), ")"));
     }
   }
   return d;
@@ -629,7 +684,7 @@ struct SiteInfo {
 };
 std::unordered_map<std::string, SiteInfo> g_sites;
 std::atomic<bool> g_cap_warned{false};
-std::mutex g_sync_mu;  // one sync at a time
+std::mutex g_sync_mu;                       // one sync at a time
 std::atomic<int64_t> g_sync_generation{0};  // syncs that ran work; never reset
 
 std::string dtype_name(at::ScalarType t) { return c10::toString(t); }
@@ -673,15 +728,28 @@ std::string graph_text(const LazyGraph& g) {
           for (size_t j = 0; j < sp.operands.size(); ++j) {
             os << (j ? ", " : "");
             int o = sp.operands[j];
-            if (o < 0) os << "None"; else os << "%" << slot_of(g, n->operands[o]);
+            if (o < 0)
+              os << "None";
+            else
+              os << "%" << slot_of(g, n->operands[o]);
           }
           if (sp.kind != ArgKind::kTensor) os << "]";
           break;
-        case ArgKind::kScalar: os << "$scalar"; break;
-        case ArgKind::kScalarList: os << "$scalars"; break;
-        case ArgKind::kGenerator: os << "$rng"; break;
-        case ArgKind::kDevice: os << "device"; break;
-        case ArgKind::kPlain: os << n->args[i]; break;
+        case ArgKind::kScalar:
+          os << "$scalar";
+          break;
+        case ArgKind::kScalarList:
+          os << "$scalars";
+          break;
+        case ArgKind::kGenerator:
+          os << "$rng";
+          break;
+        case ArgKind::kDevice:
+          os << "device";
+          break;
+        case ArgKind::kPlain:
+          os << n->args[i];
+          break;
       }
     }
     os << ")";
@@ -689,7 +757,8 @@ std::string graph_text(const LazyGraph& g) {
     os << "\n";
   }
   os << "return (";
-  for (size_t i = 0; i < g.output_slots.size(); ++i) os << (i ? ", " : "") << "%" << g.output_slots[i];
+  for (size_t i = 0; i < g.output_slots.size(); ++i)
+    os << (i ? ", " : "") << "%" << g.output_slots[i];
   os << ")\n";
   return os.str();
 }
@@ -697,24 +766,29 @@ std::string graph_text(const LazyGraph& g) {
 void log_recompile(const std::string& site, const LazyGraph& g) {
   if (site.empty()) return;
   std::vector<std::string> ops, ins;
-  for (const Node* n : g.ops) ops.push_back(n->op->schema().name() + "->" + meta_str(n->outputs[0]));
+  for (const Node* n : g.ops)
+    ops.push_back(n->op->schema().name() + "->" + meta_str(n->outputs[0]));
   for (const auto& t : g.inputs) ins.push_back(meta_str(meta_of(t)));
   SiteInfo& info = g_sites[site];
   if (!info.graphs.empty() && config().log_recompiles.load() && g_log_hook) {
     std::string why;
     for (size_t i = 0; i < std::min(ins.size(), info.last_inputs.size()) && why.empty(); ++i) {
       if (ins[i] != info.last_inputs[i]) {
-        why = "input " + std::to_string(i) + " changed from " + info.last_inputs[i] + " to " + ins[i];
+        why =
+            "input " + std::to_string(i) + " changed from " + info.last_inputs[i] + " to " + ins[i];
       }
     }
     for (size_t i = 0; i < std::min(ops.size(), info.last_ops.size()) && why.empty(); ++i) {
-      if (ops[i] != info.last_ops[i]) why = "op " + std::to_string(i) + " changed from " + info.last_ops[i] + " to " + ops[i];
+      if (ops[i] != info.last_ops[i])
+        why = "op " + std::to_string(i) + " changed from " + info.last_ops[i] + " to " + ops[i];
     }
     if (why.empty() && ops.size() != info.last_ops.size()) {
-      why = "op count changed from " + std::to_string(info.last_ops.size()) + " to " + std::to_string(ops.size());
+      why = "op count changed from " + std::to_string(info.last_ops.size()) + " to " +
+            std::to_string(ops.size());
     }
     if (why.empty() && ins.size() != info.last_inputs.size()) {
-      why = "input count changed from " + std::to_string(info.last_inputs.size()) + " to " + std::to_string(ins.size());
+      why = "input count changed from " + std::to_string(info.last_inputs.size()) + " to " +
+            std::to_string(ins.size());
     }
     if (why.empty()) why = "scalar argument types or attributes changed";
     g_log_hook("recompile", "ember: recompiling at " + site + ": " + why);
@@ -722,7 +796,8 @@ void log_recompile(const std::string& site, const LazyGraph& g) {
   info.graphs.insert(g.hash);
   info.last_ops = std::move(ops);
   info.last_inputs = std::move(ins);
-  if (!info.warned && static_cast<int64_t>(info.graphs.size()) > config().recompile_warn_limit.load() &&
+  if (!info.warned &&
+      static_cast<int64_t>(info.graphs.size()) > config().recompile_warn_limit.load() &&
       g_warn_hook) {
     info.warned = true;
     g_warn_hook("ember: " + site + " has compiled " + std::to_string(info.graphs.size()) +
@@ -748,7 +823,8 @@ std::string cache_dir() {
     if (!home || !*home) return "";
     base = std::string(home) + "/.cache/ember";
   }
-  return base + "/lazy-v1-torch" + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
+  return base + "/lazy-v1-torch" + std::to_string(TORCH_VERSION_MAJOR) + "." +
+         std::to_string(TORCH_VERSION_MINOR);
 }
 
 std::string cache_path(const LazyGraph& g, int backend) {
@@ -766,7 +842,8 @@ bool disk_cache_lookup(const LazyGraph& g, int backend) {
   if (!f) return false;
   std::vector<int64_t> tokens;
   int64_t n = 0;
-  if (!f.read(reinterpret_cast<char*>(&n), sizeof(n)) || n != static_cast<int64_t>(g.tokens.size())) {
+  if (!f.read(reinterpret_cast<char*>(&n), sizeof(n)) ||
+      n != static_cast<int64_t>(g.tokens.size())) {
     return false;
   }
   tokens.resize(n);
@@ -863,8 +940,10 @@ void run_aten(const Executable& ex, const LazyGraph& g, std::vector<at::Tensor>&
   outputs.resize(g.output_slots.size());
   root_failed.assign(g.output_slots.size(), false);
   for (size_t i = 0; i < g.output_slots.size(); ++i) {
-    if (failed[g.output_slots[i]]) root_failed[i] = true;
-    else outputs[i] = slots[g.output_slots[i]];
+    if (failed[g.output_slots[i]])
+      root_failed[i] = true;
+    else
+      outputs[i] = slots[g.output_slots[i]];
   }
 }
 
@@ -977,7 +1056,8 @@ void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth,
           }
         }
         const char* e = std::getenv("EMBER_LOG");
-        if (e && std::strstr(e, "lowering")) std::fprintf(stderr, "ember[lowering]: graph runs on aten: %s\n", why.c_str());
+        if (e && std::strstr(e, "lowering"))
+          std::fprintf(stderr, "ember[lowering]: graph runs on aten: %s\n", why.c_str());
         std::lock_guard<std::mutex> mg(metrics().mu);
         metrics().lowering_failed_graphs++;
       }
@@ -1008,7 +1088,8 @@ void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth,
     metrics().kernel_compiles += cg1.compiles - cg0.compiles;
     metrics().kernel_disk_hits += cg1.disk_hits - cg0.disk_hits;
     for (const auto& kv : entry->stats.declined) metrics().lowering_declined[kv.first] += kv.second;
-    for (const auto& kv : entry->stats.lowering_errors) metrics().lowering_errors[kv.first] += kv.second;
+    for (const auto& kv : entry->stats.lowering_errors)
+      metrics().lowering_errors[kv.first] += kv.second;
   }
   {
     std::lock_guard<std::mutex> mg(metrics().mu);
@@ -1034,8 +1115,10 @@ void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth,
       const Node* bad = r.failed_op >= 0 ? g.ops[r.failed_op] : nullptr;
       std::vector<std::pair<StatePtr, Value>> rest;
       for (size_t i = 0; i < roots.size(); ++i) {
-        if (r.root_failed.size() == roots.size()) failed[i] = r.root_failed[i];
-        else failed[i] = !bad || depends_on(roots[i].second, bad);
+        if (r.root_failed.size() == roots.size())
+          failed[i] = r.root_failed[i];
+        else
+          failed[i] = !bad || depends_on(roots[i].second, bad);
         if (!failed[i]) rest.push_back(roots[i]);
       }
       outputs.assign(roots.size(), at::Tensor());

@@ -1,8 +1,6 @@
 // Lazy tensors and tracing: the boxed PrivateUse1 fallback records each op as an IR
 // node whose output metadata comes from the op's Meta kernel (cached); ops without a
 // Meta kernel or with data-dependent shapes run as counted eager-CPU fallbacks.
-#include "bridge.h"
-
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/MemoryOverlap.h>
@@ -16,6 +14,8 @@
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "bridge.h"
 
 namespace ember_torch {
 
@@ -147,7 +147,8 @@ c10::intrusive_ptr<c10::TensorImpl> LazyTensorImpl::shallow_copy_and_detach(
 
 void LazyTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) {
   auto* other = dynamic_cast<LazyTensorImpl*>(impl.get());
-  TORCH_CHECK(other, "ember: cannot shallow-copy a ", impl->device(), " tensor into an ember tensor");
+  TORCH_CHECK(other, "ember: cannot shallow-copy a ", impl->device(),
+              " tensor into an ember tensor");
   copy_tensor_metadata(other, this, version_counter(), allow_tensor_metadata_change());
   state_ = other->state_;
   refresh_numel();
@@ -214,8 +215,10 @@ Value value_of(const at::Tensor& inner) {
   std::lock_guard<std::mutex> g(g_mu);
   auto& s = *impl->state();
   if (s.ir) return *s.ir;
-  TORCH_CHECK(s.error.empty(), "ember: this tensor has no value because the sync that computed "
-              "it failed: ", s.error);
+  TORCH_CHECK(s.error.empty(),
+              "ember: this tensor has no value because the sync that computed "
+              "it failed: ",
+              s.error);
   TORCH_CHECK(s.data.defined(), "ember: tensor has neither data nor a pending value");
   auto n = std::make_shared<Node>();
   n->kind = NodeKind::kData;
@@ -230,14 +233,18 @@ at::Tensor materialize(const at::Tensor& inner) {
   TORCH_INTERNAL_ASSERT(impl, "ember: expected an ember tensor");
   {
     std::lock_guard<std::mutex> g(g_mu);
-    TORCH_CHECK(impl->state()->error.empty(), "ember: this tensor has no value because the sync "
-                "that computed it failed: ", impl->state()->error);
+    TORCH_CHECK(impl->state()->error.empty(),
+                "ember: this tensor has no value because the sync "
+                "that computed it failed: ",
+                impl->state()->error);
     if (!impl->state()->ir) return impl->state()->data;
   }
   sync("value read");
   std::lock_guard<std::mutex> g(g_mu);
-  TORCH_CHECK(impl->state()->error.empty(), "ember: this tensor has no value because the sync "
-              "that computed it failed: ", impl->state()->error);
+  TORCH_CHECK(impl->state()->error.empty(),
+              "ember: this tensor has no value because the sync "
+              "that computed it failed: ",
+              impl->state()->error);
   TORCH_CHECK(!impl->state()->ir, "ember: sync did not materialize a live tensor");
   return impl->state()->data;
 }
@@ -301,12 +308,28 @@ std::optional<at::ScalarType> opt_dtype(const c10::IValue& v) {
 // Ops whose output shapes depend on data: always eager-CPU fallbacks.
 bool is_data_dependent(const std::string& name) {
   static const std::unordered_set<std::string> ops = {
-      "aten::nonzero", "aten::nonzero_numpy", "aten::argwhere", "aten::masked_select",
-      "aten::unique", "aten::_unique", "aten::_unique2", "aten::unique_dim",
-      "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::bincount",
-      "aten::_local_scalar_dense", "aten::item", "aten::equal", "aten::allclose",
-      "aten::is_nonzero", "aten::_assert_async", "aten::repeat_interleave",
-      "aten::histogram", "aten::histc", "aten::_ctc_loss", "aten::segment_reduce",
+      "aten::nonzero",
+      "aten::nonzero_numpy",
+      "aten::argwhere",
+      "aten::masked_select",
+      "aten::unique",
+      "aten::_unique",
+      "aten::_unique2",
+      "aten::unique_dim",
+      "aten::unique_consecutive",
+      "aten::unique_dim_consecutive",
+      "aten::bincount",
+      "aten::_local_scalar_dense",
+      "aten::item",
+      "aten::equal",
+      "aten::allclose",
+      "aten::is_nonzero",
+      "aten::_assert_async",
+      "aten::repeat_interleave",
+      "aten::histogram",
+      "aten::histc",
+      "aten::_ctc_loss",
+      "aten::segment_reduce",
   };
   return ops.count(name) > 0;
 }
@@ -330,9 +353,14 @@ bool has_limited_dtype(const std::vector<c10::IValue>& args) {
   auto limited = [](const at::Tensor& t) {
     if (!t.defined()) return false;
     switch (t.scalar_type()) {
-      case at::kUInt16: case at::kUInt32: case at::kUInt64:
-      case at::kFloat8_e4m3fn: case at::kFloat8_e5m2: case at::kFloat8_e4m3fnuz:
-      case at::kFloat8_e5m2fnuz: case at::kFloat8_e8m0fnu:
+      case at::kUInt16:
+      case at::kUInt32:
+      case at::kUInt64:
+      case at::kFloat8_e4m3fn:
+      case at::kFloat8_e5m2:
+      case at::kFloat8_e4m3fnuz:
+      case at::kFloat8_e5m2fnuz:
+      case at::kFloat8_e8m0fnu:
         return true;
       default:
         return false;
@@ -341,7 +369,8 @@ bool has_limited_dtype(const std::vector<c10::IValue>& args) {
   for (const auto& a : args) {
     if (a.isTensor() && limited(a.toTensor())) return true;
     if (a.isTensorList()) {
-      for (const at::Tensor& t : a.toTensorList()) if (limited(t)) return true;
+      for (const at::Tensor& t : a.toTensorList())
+        if (limited(t)) return true;
     }
   }
   return false;
@@ -393,20 +422,40 @@ int64_t bits(double d) {
 // Appends a value's contribution to the meta-cache key. Returns false if the value
 // cannot be keyed (then the result is not cached).
 bool key_plain(const c10::IValue& v, bool exact_floats, std::vector<int64_t>& key) {
-  if (v.isNone()) { key.push_back(1); return true; }
-  if (v.isInt()) { key.push_back(2); key.push_back(v.toInt()); return true; }
-  if (v.isBool()) { key.push_back(3); key.push_back(v.toBool()); return true; }
-  if (v.isDouble()) { key.push_back(4); key.push_back(exact_floats ? bits(v.toDouble()) : 0); return true; }
-  if (v.isComplexDouble()) { key.push_back(5); return true; }
+  if (v.isNone()) {
+    key.push_back(1);
+    return true;
+  }
+  if (v.isInt()) {
+    key.push_back(2);
+    key.push_back(v.toInt());
+    return true;
+  }
+  if (v.isBool()) {
+    key.push_back(3);
+    key.push_back(v.toBool());
+    return true;
+  }
+  if (v.isDouble()) {
+    key.push_back(4);
+    key.push_back(exact_floats ? bits(v.toDouble()) : 0);
+    return true;
+  }
+  if (v.isComplexDouble()) {
+    key.push_back(5);
+    return true;
+  }
   if (v.isIntList() || v.isSymIntList()) {
     auto vec = int_vec(v);
-    key.push_back(6); key.push_back(vec.size());
+    key.push_back(6);
+    key.push_back(vec.size());
     key.insert(key.end(), vec.begin(), vec.end());
     return true;
   }
   if (v.isDoubleList()) {
     auto l = v.toDoubleVector();
-    key.push_back(7); key.push_back(l.size());
+    key.push_back(7);
+    key.push_back(l.size());
     for (double d : l) key.push_back(bits(d));
     return true;
   }
@@ -415,13 +464,29 @@ bool key_plain(const c10::IValue& v, bool exact_floats, std::vector<int64_t>& ke
     for (bool b : v.toBoolList()) key.push_back(b);
     return true;
   }
-  if (v.isString()) { key.push_back(9); key.push_back(std::hash<std::string>()(v.toStringRef())); return true; }
-  if (v.isDevice()) { key.push_back(10); key.push_back(static_cast<int64_t>(v.toDevice().type())); return true; }
-  if (v.isGenerator()) { key.push_back(11); return true; }
-  if (v.isSymInt()) { key.push_back(2); key.push_back(v.toSymInt().expect_int()); return true; }
+  if (v.isString()) {
+    key.push_back(9);
+    key.push_back(std::hash<std::string>()(v.toStringRef()));
+    return true;
+  }
+  if (v.isDevice()) {
+    key.push_back(10);
+    key.push_back(static_cast<int64_t>(v.toDevice().type()));
+    return true;
+  }
+  if (v.isGenerator()) {
+    key.push_back(11);
+    return true;
+  }
+  if (v.isSymInt()) {
+    key.push_back(2);
+    key.push_back(v.toSymInt().expect_int());
+    return true;
+  }
   if (v.isList()) {
     auto l = v.toList();
-    key.push_back(12); key.push_back(l.size());
+    key.push_back(12);
+    key.push_back(l.size());
     for (size_t i = 0; i < l.size(); ++i) {
       if (!key_plain(l.get(i), exact_floats, key)) return false;
     }
@@ -431,7 +496,10 @@ bool key_plain(const c10::IValue& v, bool exact_floats, std::vector<int64_t>& ke
 }
 
 void key_tensor(const at::Tensor& t, std::vector<int64_t>& key) {
-  if (!t.defined()) { key.push_back(20); return; }
+  if (!t.defined()) {
+    key.push_back(20);
+    return;
+  }
   key.push_back(21);
   key.push_back(static_cast<int64_t>(t.scalar_type()));
   key.push_back(t.dim());
@@ -451,7 +519,8 @@ at::Tensor to_meta(const at::Tensor& t) {
   return meta_tensor(meta_of(t), t.unsafeGetTensorImpl()->is_wrapped_number());
 }
 
-c10::IValue convert_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& f) {
+c10::IValue convert_tensors(const c10::IValue& v,
+                            const std::function<at::Tensor(const at::Tensor&)>& f) {
   if (v.isTensor()) return f(v.toTensor());
   if (v.isTensorList()) {
     c10::List<at::Tensor> out;
@@ -552,9 +621,9 @@ void apply_conv_layout(const c10::FunctionSchema& schema, const std::vector<c10:
     auto stride = sym_vec(args[p]), padding = sym_vec(args[p + 1]), dilation = sym_vec(args[p + 2]);
     auto output_padding = sym_vec(args[p + 4]);
     at::Tensor in = cpu_standin(input), w = cpu_standin(weight);
-    auto backend = at::native::select_conv_backend(
-        in, w, bias, stride, padding, dilation, args[p + 3].toBool(), output_padding,
-        c10::SymInt(args[p + 5].toInt()), bias_sizes);
+    auto backend = at::native::select_conv_backend(in, w, bias, stride, padding, dilation,
+                                                   args[p + 3].toBool(), output_padding,
+                                                   c10::SymInt(args[p + 5].toInt()), bias_sizes);
     mf = at::native::_determine_backend_memory_format(in, w, backend);
   } catch (const std::exception&) {
     return;  // eager raises its own error at execution
@@ -580,10 +649,14 @@ void apply_conv_layout(const c10::FunctionSchema& schema, const std::vector<c10:
 std::optional<at::ScalarType> norm_stats_dtype(const c10::FunctionSchema& schema,
                                                const std::vector<c10::IValue>& args) {
   static const std::unordered_set<std::string> ops = {
-      "aten::native_batch_norm", "aten::_native_batch_norm_legit",
-      "aten::_native_batch_norm_legit_functional", "aten::_native_batch_norm_legit_no_training",
-      "aten::_batch_norm_with_update", "aten::_batch_norm_with_update_functional",
-      "aten::_batch_norm_no_update", "aten::native_layer_norm",
+      "aten::native_batch_norm",
+      "aten::_native_batch_norm_legit",
+      "aten::_native_batch_norm_legit_functional",
+      "aten::_native_batch_norm_legit_no_training",
+      "aten::_batch_norm_with_update",
+      "aten::_batch_norm_with_update_functional",
+      "aten::_batch_norm_no_update",
+      "aten::native_layer_norm",
   };
   if (!ops.count(schema.name()) || args.empty() || !args[0].isTensor()) return std::nullopt;
   const auto in = args[0].toTensor().scalar_type();
@@ -836,7 +909,8 @@ at::Generator cpu_generator_for(uint64_t seed, uint64_t offset) {
 void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>& args,
                         torch::jit::Stack* stack) {
   const auto& schema = op.schema();
-  note_fallback(schema.operator_name().name + (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
+  note_fallback(schema.operator_name().name +
+                (schema.overload_name().empty() ? "" : "." + schema.overload_name()));
   std::vector<int> written = written_args(schema, args);
   std::unordered_set<int> wset(written.begin(), written.end());
   // An explicit non-ember device argument (ones_like(x, device="cpu")): results stay there.
@@ -886,10 +960,11 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
     op.callBoxed(&cpu);
   } catch (const c10::NotImplementedError& e) {
     // Name the op with the shapes and dtypes it was called with.
-    throw c10::NotImplementedError(
-        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-        "ember: " + describe_args(op, args) + " cannot run on ember (no Meta kernel, and the "
-        "CPU fallback failed): " + e.what_without_backtrace());
+    throw c10::NotImplementedError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                   "ember: " + describe_args(op, args) +
+                                       " cannot run on ember (no Meta kernel, and the "
+                                       "CPU fallback failed): " +
+                                       e.what_without_backtrace());
   }
   for (auto& wp : written_pairs) {
     auto* impl = lazy_impl(wp.first);
@@ -1092,8 +1167,9 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
       } else {
         TORCH_CHECK(t.device().type() == at::kCPU && (t.dim() == 0 || index_list),
                     "Expected all tensors to be on the same device, but found at least two "
-                    "devices, ember:0 and ", t.device(), "! (when checking argument '",
-                    schema.arguments()[i].name(), "' of ", schema.name(), ")");
+                    "devices, ember:0 and ",
+                    t.device(), "! (when checking argument '", schema.arguments()[i].name(),
+                    "' of ", schema.name(), ")");
         auto h = std::make_shared<Node>();
         h->kind = NodeKind::kHost;
         // Wrapped numbers are temporaries made by the argument parser, never visible to
@@ -1177,7 +1253,8 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   const bool normal_base = view_base_is_normal(args);
   auto new_output = [&]() -> at::Tensor {
     const TensorMeta& m = meta->outputs[oi];
-    at::Tensor t = make_lazy(m, Value{node, static_cast<int>(oi)}, meta->is_view[oi] && normal_base);
+    at::Tensor t =
+        make_lazy(m, Value{node, static_cast<int>(oi)}, meta->is_view[oi] && normal_base);
     if (meta->is_view[oi]) lazy_impl(t)->state()->is_view = true;
     ++oi;
     return maybe_wrap(t);
@@ -1232,7 +1309,8 @@ void empty_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
   auto dtype = opt_dtype(args[1]).value_or(c10::typeMetaToScalarType(at::get_default_dtype()));
   check_device_arg(args[3]);
   auto mf = args[5].isNone() ? at::MemoryFormat::Contiguous : args[5].toMemoryFormat();
-  for (auto s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
+  for (auto s : size)
+    TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
   auto m = at::empty(size, at::TensorOptions().dtype(dtype).device(at::kMeta).memory_format(mf));
   auto buf = alloc_buffer(m.sizes(), m.strides(), dtype);
   stack->emplace_back(maybe_wrap(make_lazy_data(buf)));
@@ -1240,7 +1318,8 @@ void empty_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit
 
 // empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype, Layout? layout,
 //               Device? device, bool? pin_memory)
-void empty_strided_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+void empty_strided_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet,
+                          torch::jit::Stack* stack) {
   check_not_forked();
   auto args = pop_args(op, stack);
   auto size = int_vec(args[0]);
@@ -1271,7 +1350,8 @@ void call_traced(const char* name, const char* overload, std::vector<c10::IValue
 
 // _to_copy(Tensor self, *, ScalarType? dtype, Layout? layout, Device? device,
 //          bool? pin_memory, bool non_blocking, MemoryFormat? memory_format)
-void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                    torch::jit::Stack* stack) {
   check_not_forked();
   auto args = pop_args(op, stack);
   at::Tensor self = unwrap(args[0].toTensor());
@@ -1280,9 +1360,9 @@ void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   if (dev && dev->type() == at::kCPU) {
     TORCH_INTERNAL_ASSERT(lazy_impl(self));
     at::Tensor data = materialize(self);
-    auto r = at::_ops::_to_copy::call(data, opt_dtype(args[1]), std::nullopt, dev, std::nullopt,
-                                      false, args[6].isNone() ? std::optional<at::MemoryFormat>()
-                                                              : args[6].toMemoryFormat());
+    auto r = at::_ops::_to_copy::call(
+        data, opt_dtype(args[1]), std::nullopt, dev, std::nullopt, false,
+        args[6].isNone() ? std::optional<at::MemoryFormat>() : args[6].toMemoryFormat());
     {
       std::lock_guard<std::mutex> g(metrics().mu);
       metrics().transfers_to_host++;
@@ -1295,10 +1375,9 @@ void to_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   if (!lazy_impl(self)) {
     // A CPU tensor routed here (e.g. through a composite): copy to the device.
     TORCH_CHECK(self.device().type() == at::kCPU, "ember: cannot copy from ", self.device());
-    at::Tensor conv = at::_ops::_to_copy::call(self, opt_dtype(args[1]), std::nullopt, std::nullopt,
-                                               std::nullopt, false,
-                                               args[6].isNone() ? std::optional<at::MemoryFormat>()
-                                                                : args[6].toMemoryFormat());
+    at::Tensor conv = at::_ops::_to_copy::call(
+        self, opt_dtype(args[1]), std::nullopt, std::nullopt, std::nullopt, false,
+        args[6].isNone() ? std::optional<at::MemoryFormat>() : args[6].toMemoryFormat());
     stack->emplace_back(maybe_wrap(make_lazy_data(host_to_device(conv, conv))));
     return;
   }
@@ -1352,7 +1431,8 @@ void copy__kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
 }
 
 // _copy_from(Tensor self, Tensor dst, bool non_blocking=False) -> Tensor
-void copy_from_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+void copy_from_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                      torch::jit::Stack* stack) {
   check_not_forked();
   auto args = pop_args(op, stack);
   at::Tensor src = unwrap(args[0].toTensor());
@@ -1392,7 +1472,8 @@ void copy_from_and_resize_kernel(const c10::OperatorHandle& op, c10::DispatchKey
 }
 
 // _local_scalar_dense(Tensor self) -> Scalar
-void local_scalar_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+void local_scalar_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                         torch::jit::Stack* stack) {
   auto args = pop_args(op, stack);
   at::Tensor self = unwrap(args[0].toTensor());
   std::string site = current_source();
@@ -1405,7 +1486,8 @@ void local_scalar_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, 
   stack->emplace_back(at::_local_scalar_dense(d));
 }
 
-void fallback_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+void fallback_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                     torch::jit::Stack* stack) {
   trace_boxed(op, ks, stack);
 }
 
@@ -1414,7 +1496,8 @@ void fallback_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torc
 // a Meta reference only for XLA/Lazy). We trace the view op `X` itself: the inner
 // value is an alias at execution (zero copy) and reports eager's strides and offset.
 // Inner tensors are never mutated, so inner aliasing is invisible.
-void view_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+void view_copy_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                      torch::jit::Stack* stack) {
   static std::mutex mu;
   static std::unordered_map<const c10::FunctionSchema*, std::optional<c10::OperatorHandle>> views;
   std::optional<c10::OperatorHandle> view;
@@ -1471,12 +1554,29 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Ops whose composite (CompositeExplicitAutogradNonFunctional) kernels would run
   // views + in-place writes on inner tensors: kept whole, traced as one node each.
   for (const char* name : {
-           "view_copy", "as_strided_copy", "_reshape_alias_copy", "expand_copy",
-           "slice_copy.Tensor", "select_copy.int", "transpose_copy.int", "permute_copy",
-           "unsqueeze_copy", "squeeze_copy", "squeeze_copy.dim", "squeeze_copy.dims", "t_copy",
-           "alias_copy", "diagonal_copy", "unfold_copy", "split_copy.Tensor",
-           "split_with_sizes_copy", "unbind_copy.int", "detach_copy", "view_as_real_copy",
-           "view_as_complex_copy", "view_copy.dtype",
+           "view_copy",
+           "as_strided_copy",
+           "_reshape_alias_copy",
+           "expand_copy",
+           "slice_copy.Tensor",
+           "select_copy.int",
+           "transpose_copy.int",
+           "permute_copy",
+           "unsqueeze_copy",
+           "squeeze_copy",
+           "squeeze_copy.dim",
+           "squeeze_copy.dims",
+           "t_copy",
+           "alias_copy",
+           "diagonal_copy",
+           "unfold_copy",
+           "split_copy.Tensor",
+           "split_with_sizes_copy",
+           "unbind_copy.int",
+           "detach_copy",
+           "view_as_real_copy",
+           "view_as_complex_copy",
+           "view_copy.dtype",
        }) {
     std::string n(name);
     auto dot = n.find('.');
@@ -1485,12 +1585,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     if (h) m.impl(name, boxed<&view_copy_kernel>());
   }
   for (const char* name : {
-           "slice_scatter", "select_scatter", "diagonal_scatter", "as_strided_scatter",
-           "_unsafe_view", "lift_fresh_copy", "narrow_copy",
+           "slice_scatter",
+           "select_scatter",
+           "diagonal_scatter",
+           "as_strided_scatter",
+           "_unsafe_view",
+           "lift_fresh_copy",
+           "narrow_copy",
        }) {
     auto h = c10::Dispatcher::singleton().findOp(c10::OperatorName(
         std::string("aten::") + std::string(name).substr(0, std::string(name).find('.')),
-        std::string(name).find('.') == std::string::npos ? "" : std::string(name).substr(std::string(name).find('.') + 1)));
+        std::string(name).find('.') == std::string::npos
+            ? ""
+            : std::string(name).substr(std::string(name).find('.') + 1)));
     if (h) m.impl(name, boxed<&fallback_kernel>());
   }
 }
@@ -1532,9 +1639,8 @@ at::Tensor& copy_functionalize(at::Tensor& self, const at::Tensor& src, bool non
 // on unwrapped tensors) it is called with Functionalize excluded exactly as from here,
 // and a wrapped result there would escape as a wrapper inside a wrapper.
 at::Tensor to_copy_functionalize(const at::Tensor& self, std::optional<at::ScalarType> dtype,
-                                 std::optional<at::Layout> layout,
-                                 std::optional<at::Device> device, std::optional<bool> pin_memory,
-                                 bool non_blocking,
+                                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                 std::optional<bool> pin_memory, bool non_blocking,
                                  std::optional<at::MemoryFormat> memory_format) {
   namespace fimpl = at::functionalization::impl;
   at::Tensor self_ = self;
@@ -1579,7 +1685,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_functionalize(
       at::AutoDispatchSkipFunctionalize guard;
       r = at::native_batch_norm(in, w, b, rm, rv, training, momentum, eps);
     }
-    return {fimpl::to_functional_tensor(std::get<0>(r)), fimpl::to_functional_tensor(std::get<1>(r)),
+    return {fimpl::to_functional_tensor(std::get<0>(r)),
+            fimpl::to_functional_tensor(std::get<1>(r)),
             fimpl::to_functional_tensor(std::get<2>(r))};
   }
   std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> r;
@@ -1655,7 +1762,8 @@ void check_written_overlap(const c10::FunctionSchema& schema, const torch::jit::
     if (at::has_internal_overlap(t) != at::MemOverlap::Yes) return;
     TORCH_CHECK(!overlap_exempt_in_eager(schema.name()), "ember: ", schema.name(),
                 " writes into a tensor in which more than one element refers to the same memory "
-                "location (an expanded view, sizes ", t.sizes(), ", strides ", t.strides(),
+                "location (an expanded view, sizes ",
+                t.sizes(), ", strides ", t.strides(),
                 "); ember cannot represent that write. clone() the tensor first.");
     at::assert_no_internal_overlap(t);
   };
@@ -1683,7 +1791,7 @@ struct OverlapCheckKernel final : c10::OperatorKernel {
 void wrap_mutating_functionalize_kernels(torch::Library& flib) {
   static const std::unordered_set<std::string> skip = {
       "aten::copy_",  // our own kernel (copy_functionalize) checks
-      "aten::set_", "aten::resize_", "aten::resize_as_", "aten::_resize_output_",
+      "aten::set_",  "aten::resize_", "aten::resize_as_", "aten::_resize_output_",
   };
   auto& d = c10::Dispatcher::singleton();
   for (const auto& name : d.getAllOpNames()) {
@@ -1698,9 +1806,9 @@ void wrap_mutating_functionalize_kernels(torch::Library& flib) {
     if (!writes) continue;
     std::string qual = name.name.substr(6);
     if (!name.overload_name.empty()) qual += "." + name.overload_name;
-    flib.impl(qual.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                std::make_unique<OverlapCheckKernel>(
-                                    h->getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize))));
+    flib.impl(qual.c_str(),
+              torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OverlapCheckKernel>(
+                  h->getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize))));
   }
 }
 
@@ -1760,12 +1868,13 @@ struct InplaceMetaCacheKernel final : c10::OperatorKernel {
 
 void cache_inplace_meta_kernels(torch::Library& meta_lib) {
   static const std::unordered_set<std::string> skip = {
-      "aten::resize_", "aten::resize_as_", "aten::set_", "aten::_resize_output_",
-      "aten::_coalesced_", "aten::copy_",
+      "aten::resize_",         "aten::resize_as_",  "aten::set_",
+      "aten::_resize_output_", "aten::_coalesced_", "aten::copy_",
   };
   auto& d = c10::Dispatcher::singleton();
   for (const auto& name : d.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0 || name.name.back() != '_' || skip.count(name.name)) continue;
+    if (name.name.rfind("aten::", 0) != 0 || name.name.back() != '_' || skip.count(name.name))
+      continue;
     auto h = d.findOp(name);
     if (!h || !h->hasKernelForDispatchKey(c10::DispatchKey::Meta)) continue;
     if (h->hasTag(at::Tag::inplace_view) || h->hasTag(at::Tag::nondeterministic_seeded)) continue;
@@ -1776,23 +1885,24 @@ void cache_inplace_meta_kernels(torch::Library& meta_lib) {
     }
     bool other_writes = false;
     for (size_t i = 1; i < s.arguments().size(); ++i) {
-      other_writes = other_writes || (s.arguments()[i].alias_info() && s.arguments()[i].alias_info()->isWrite());
+      other_writes = other_writes ||
+                     (s.arguments()[i].alias_info() && s.arguments()[i].alias_info()->isWrite());
     }
     if (other_writes) continue;
     bool returns_self = false;
     if (s.returns().size() == 1) {
       const auto* ra = s.returns()[0].alias_info();
-      if (!ra || !ra->isWrite() || ra->beforeSets() != s.arguments()[0].alias_info()->beforeSets()) continue;
+      if (!ra || !ra->isWrite() || ra->beforeSets() != s.arguments()[0].alias_info()->beforeSets())
+        continue;
       returns_self = true;
     } else if (!s.returns().empty()) {
       continue;
     }
     std::string qual = name.name.substr(6);
     if (!name.overload_name.empty()) qual += "." + name.overload_name;
-    meta_lib.impl(qual.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                    std::make_unique<InplaceMetaCacheKernel>(
-                                        h->getComputedKernelForDispatchKey(c10::DispatchKey::Meta),
-                                        returns_self)));
+    meta_lib.impl(qual.c_str(),
+                  torch::CppFunction::makeFromBoxedFunctor(std::make_unique<InplaceMetaCacheKernel>(
+                      h->getComputedKernelForDispatchKey(c10::DispatchKey::Meta), returns_self)));
   }
 }
 
@@ -1803,7 +1913,8 @@ void wrap_view_functionalize_kernels(torch::Library& flib) {
     auto h = d.findOp(name);
     if (!h || !h->hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) continue;
     const auto& s = h->schema();
-    if (s.arguments().empty() || s.arguments()[0].type()->kind() != c10::TypeKind::TensorType) continue;
+    if (s.arguments().empty() || s.arguments()[0].type()->kind() != c10::TypeKind::TensorType)
+      continue;
     bool view = false, writes = false;
     for (const auto& a : s.arguments()) {
       if (a.alias_info() && a.alias_info()->isWrite()) writes = true;
@@ -1814,9 +1925,9 @@ void wrap_view_functionalize_kernels(torch::Library& flib) {
     if (!view || writes) continue;
     std::string qual = name.name.substr(6);
     if (!name.overload_name.empty()) qual += "." + name.overload_name;
-    flib.impl(qual.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                std::make_unique<InferenceModeViewKernel>(
-                                    h->getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize))));
+    flib.impl(qual.c_str(),
+              torch::CppFunction::makeFromBoxedFunctor(std::make_unique<InferenceModeViewKernel>(
+                  h->getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize))));
   }
 }
 }  // namespace
@@ -1830,8 +1941,8 @@ void register_kernels() {
     static torch::Library* lib = new torch::Library(
         torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     static const std::unordered_set<std::string> skip = {
-        "aten::empty_like", "aten::new_empty", "aten::new_empty_strided", "aten::_to_copy",
-        "aten::copy", "aten::to", "aten::_efficientzerotensor", "aten::resize",
+        "aten::empty_like", "aten::new_empty", "aten::new_empty_strided",    "aten::_to_copy",
+        "aten::copy",       "aten::to",        "aten::_efficientzerotensor", "aten::resize",
     };
     {
       // Replaces torch's Functionalize kernel for copy_ (silencing the override warning).

@@ -13,6 +13,7 @@ forward actually used (read back from its own output with value = identity), fre
 masks per call, reproducibility under torch.manual_seed, and a seed that never
 changes the graph (no recompile).
 """
+
 import math
 
 import pytest
@@ -53,14 +54,35 @@ CASES = {
     "causal_rect": ((1, 2, 5, 4), (1, 2, 7, 4), (1, 2, 7, 3), None, {"is_causal": True}),
     "scale": ((2, 3, 5, 4), (2, 3, 5, 4), (2, 3, 5, 4), None, {"scale": 0.3}),
     "float_mask_2d": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6), lambda g: rnd(5, 7, gen=g), {}),
-    "float_mask_bcast": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6), lambda g: rnd(2, 1, 5, 7, gen=g), {}),
-    "bool_mask": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 6),
-                  lambda g: (torch.rand(2, 3, 5, 7, generator=g) > 0.4) | torch.eye(5, 7, dtype=torch.bool), {}),
+    "float_mask_bcast": (
+        (2, 3, 5, 4),
+        (2, 3, 7, 4),
+        (2, 3, 7, 6),
+        lambda g: rnd(2, 1, 5, 7, gen=g),
+        {},
+    ),
+    "bool_mask": (
+        (2, 3, 5, 4),
+        (2, 3, 7, 4),
+        (2, 3, 7, 6),
+        lambda g: (torch.rand(2, 3, 5, 7, generator=g) > 0.4) | torch.eye(5, 7, dtype=torch.bool),
+        {},
+    ),
     # Rows with nothing to attend to give 0 (eager's safe softmax), gradients 0 there.
-    "bool_mask_empty_row": ((1, 2, 4, 8), (1, 2, 5, 8), (1, 2, 5, 3),
-                            lambda g: torch.ones(4, 5, dtype=torch.bool).index_fill(0, torch.tensor([1]), False), {}),
-    "float_mask_inf_row": ((1, 2, 4, 8), (1, 2, 5, 8), (1, 2, 5, 3),
-                           lambda g: rnd(4, 5, gen=g).index_fill(0, torch.tensor([2]), float("-inf")), {}),
+    "bool_mask_empty_row": (
+        (1, 2, 4, 8),
+        (1, 2, 5, 8),
+        (1, 2, 5, 3),
+        lambda g: torch.ones(4, 5, dtype=torch.bool).index_fill(0, torch.tensor([1]), False),
+        {},
+    ),
+    "float_mask_inf_row": (
+        (1, 2, 4, 8),
+        (1, 2, 5, 8),
+        (1, 2, 5, 3),
+        lambda g: rnd(4, 5, gen=g).index_fill(0, torch.tensor([2]), float("-inf")),
+        {},
+    ),
 }
 
 
@@ -114,7 +136,9 @@ def test_output_layout_follows_eager():
         dkw = {k: (v.to(DEV) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
         got = F.scaled_dot_product_attention(q.to(DEV), q.to(DEV), q.to(DEV), **dkw)
         assert got.stride() == want.stride(), kw
-        torch.testing.assert_close(got.transpose(1, 2).view(2, 5, 12).cpu(), want.transpose(1, 2).view(2, 5, 12))
+        torch.testing.assert_close(
+            got.transpose(1, 2).view(2, 5, 12).cpu(), want.transpose(1, 2).view(2, 5, 12)
+        )
     got = F.scaled_dot_product_attention(q.to(DEV), q.to(DEV), q.to(DEV), dropout_p=0.5)
     assert got.is_contiguous()
 
@@ -125,7 +149,12 @@ def test_aten_backend_runs_the_cpu_kernels():
     try:
         _set_backend("aten")
         g = torch.Generator().manual_seed(3)
-        q, k, v, m = rnd(2, 2, 5, 4, gen=g), rnd(2, 2, 6, 4, gen=g), rnd(2, 2, 6, 3, gen=g), rnd(5, 6, gen=g)
+        q, k, v, m = (
+            rnd(2, 2, 5, 4, gen=g),
+            rnd(2, 2, 6, 4, gen=g),
+            rnd(2, 2, 6, 3, gen=g),
+            rnd(5, 6, gen=g),
+        )
         outs = []
         for dev in ("cpu", DEV):
             ts = [t.float().to(dev).requires_grad_() for t in (q, k, v, m)]
@@ -142,16 +171,28 @@ def test_aten_backend_runs_the_cpu_kernels():
 def test_gqa_and_other_ranks_take_the_math_path(backend):
     g = torch.Generator().manual_seed(1)
     q, k, v = rnd(1, 4, 5, 8, gen=g), rnd(1, 2, 5, 8, gen=g), rnd(1, 2, 5, 8, gen=g)
-    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True, is_causal=True)
-    got = F.scaled_dot_product_attention(q.float().to(DEV), k.float().to(DEV), v.float().to(DEV),
-                                         enable_gqa=True, is_causal=True)
+    want = F.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), enable_gqa=True, is_causal=True
+    )
+    got = F.scaled_dot_product_attention(
+        q.float().to(DEV), k.float().to(DEV), v.float().to(DEV), enable_gqa=True, is_causal=True
+    )
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
     q3 = rnd(3, 5, 8, gen=g).float()
-    torch.testing.assert_close(F.scaled_dot_product_attention(q3.to(DEV), q3.to(DEV), q3.to(DEV)).cpu(),
-                               F.scaled_dot_product_attention(q3, q3, q3), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        F.scaled_dot_product_attention(q3.to(DEV), q3.to(DEV), q3.to(DEV)).cpu(),
+        F.scaled_dot_product_attention(q3, q3, q3),
+        rtol=1e-5,
+        atol=1e-5,
+    )
     declined = ember.metrics.counters()["lowering_declined"]
-    assert declined.get("aten::scaled_dot_product_attention (math path: head counts differ (GQA))") == 1
-    assert declined.get("aten::scaled_dot_product_attention (math path: query/key/value not 4-D)") == 1
+    assert (
+        declined.get("aten::scaled_dot_product_attention (math path: head counts differ (GQA))")
+        == 1
+    )
+    assert (
+        declined.get("aten::scaled_dot_product_attention (math path: query/key/value not 4-D)") == 1
+    )
 
 
 def test_sdpa_kernel_context_is_honoured(backend):
@@ -164,12 +205,18 @@ def test_sdpa_kernel_context_is_honoured(backend):
         assert "ember::sdpa_forward" not in ember.pending_graph()
     torch.testing.assert_close(got.cpu(), F.scaled_dot_product_attention(q, q, q, is_causal=True))
     declined = ember.metrics.counters()["lowering_declined"]
-    assert "aten::scaled_dot_product_attention (math path: overrideable backend disabled (sdpa_kernel))" in declined
+    assert (
+        "aten::scaled_dot_product_attention (math path: overrideable backend disabled (sdpa_kernel))"
+        in declined
+    )
     with sdpa_kernel([SDPBackend.OVERRIDEABLE]):
         whole = F.scaled_dot_product_attention(d, d, d, is_causal=True)
         assert "ember::sdpa_forward" in ember.pending_graph()
     torch.testing.assert_close(whole.cpu(), got.cpu())
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), pytest.raises(RuntimeError, match="No viable backend"):
+    with (
+        sdpa_kernel([SDPBackend.FLASH_ATTENTION]),
+        pytest.raises(RuntimeError, match="No viable backend"),
+    ):
         F.scaled_dot_product_attention(d, d, d)
 
 
@@ -177,11 +224,15 @@ def test_mask_with_is_causal_raises_like_eager():
     """The math path raises eager's error (eager's CPU flash kernel, when chosen, would
     apply both instead; ember always takes the math path for this pair)."""
     g = torch.Generator().manual_seed(5)
-    q, k, v, m = (rnd(*s, gen=g).float() for s in ((1, 2, 6, 4), (1, 2, 6, 4), (1, 2, 6, 3), (6, 6)))
+    q, k, v, m = (
+        rnd(*s, gen=g).float() for s in ((1, 2, 6, 4), (1, 2, 6, 4), (1, 2, 6, 3), (6, 6))
+    )
     with pytest.raises(RuntimeError, match="attn_mask should not be set when is_causal"):
         F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=True)
     with pytest.raises(RuntimeError, match="attn_mask should not be set when is_causal"):
-        F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), attn_mask=m.to(DEV), is_causal=True)
+        F.scaled_dot_product_attention(
+            q.to(DEV), k.to(DEV), v.to(DEV), attn_mask=m.to(DEV), is_causal=True
+        )
     x = torch.ones(2, device=DEV) * 3  # the device stays usable
     assert x.cpu().tolist() == [3.0, 3.0]
 
@@ -204,7 +255,7 @@ def test_dropout_keep_rate_scale_and_backward_use_the_forward_mask(p, backend):
     out = F.scaled_dot_product_attention(qe, ke, ve, dropout_p=p)
     cot = torch.randn(out.shape, generator=torch.Generator().manual_seed(7))
     (out * cot.to(DEV)).sum().backward()
-    z = out.detach().cpu()                      # Z = P * keep / (1 - p) (v = identity)
+    z = out.detach().cpu()  # Z = P * keep / (1 - p) (v = identity)
     probs = torch.softmax(q @ k.transpose(-2, -1) * scale, -1)
     keep = z != 0
     rate = keep.double().mean().item()
@@ -248,9 +299,9 @@ def test_dropout_masks_differ_per_call_and_reproduce_under_manual_seed(backend):
     compiled = ember.metrics.counters()["graphs_compiled"]
     a1, b1 = two_calls(0)
     a2, b2 = two_calls(1)
-    assert not torch.equal(a0, b0)          # two calls never share a mask
+    assert not torch.equal(a0, b0)  # two calls never share a mask
     assert torch.equal(a0, a1) and torch.equal(b0, b1)  # manual_seed reproduces
-    assert not torch.equal(a0, a2)          # another seed, other masks
+    assert not torch.equal(a0, a2)  # another seed, other masks
     assert ember.metrics.counters()["graphs_compiled"] == compiled  # the seed is no graph key
 
 
@@ -259,4 +310,6 @@ def test_dropout_p_one_and_zero(backend):
     out1 = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), dropout_p=1.0)
     assert torch.equal(out1.cpu(), torch.zeros(1, 1, 8, 8))
     out0 = F.scaled_dot_product_attention(q.to(DEV), k.to(DEV), v.to(DEV), dropout_p=0.0)
-    torch.testing.assert_close(out0.cpu(), F.scaled_dot_product_attention(q, k, v), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        out0.cpu(), F.scaled_dot_product_attention(q, k, v), rtol=1e-5, atol=1e-6
+    )

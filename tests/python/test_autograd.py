@@ -1,4 +1,5 @@
 """Autograd through ember tensors (backward runs on an autograd worker thread)."""
+
 import copy
 
 import torch
@@ -17,9 +18,13 @@ def test_simple_grad():
 
 
 def _mlp():
-    return torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(),
-                               torch.nn.Linear(32, 32), torch.nn.GELU(),
-                               torch.nn.Linear(32, 3))
+    return torch.nn.Sequential(
+        torch.nn.Linear(10, 32),
+        torch.nn.ReLU(),
+        torch.nn.Linear(32, 32),
+        torch.nn.GELU(),
+        torch.nn.Linear(32, 3),
+    )
 
 
 def test_mlp_training_matches_eager():
@@ -82,9 +87,14 @@ def test_grad_of_views_and_inplace():
 
 def test_batchnorm_conv_training():
     torch.manual_seed(0)
-    ref = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
-                              torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                              torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    ref = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1),
+        torch.nn.BatchNorm2d(4),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4, 2),
+    )
     m = copy.deepcopy(ref).to(DEV)
     x = torch.randn(4, 3, 8, 8)
     for model, xx in [(ref, x), (m, x.to(DEV))]:
@@ -99,9 +109,13 @@ def test_transformer_lm_training_matches_eager():
     import torch.nn as nn
 
     torch.manual_seed(0)
-    ref = nn.ModuleList([nn.Embedding(50, 32),
-                         nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True),
-                         nn.Linear(32, 50)])
+    ref = nn.ModuleList(
+        [
+            nn.Embedding(50, 32),
+            nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True),
+            nn.Linear(32, 50),
+        ]
+    )
     m = copy.deepcopy(ref).to(DEV)
     opt_r = torch.optim.SGD(ref.parameters(), lr=0.1)
     opt_m = torch.optim.SGD(m.parameters(), lr=0.1)

@@ -1,4 +1,5 @@
 """ember.bench: the smoke run through the JSON path, and the checks that make it honest."""
+
 import json
 import os
 import subprocess
@@ -17,10 +18,30 @@ def test_smoke_json(tmp_path):
     (fresh processes), JSON written."""
     out = tmp_path / "bench.json"
     p = subprocess.run(
-        [sys.executable, "-m", "ember.bench", "--scale", "tiny", "--models", "mlp", "--modes",
-         "train", "--backends", "eager,ember,ember_compile", "--repeats", "3",
-         "--json", str(out), "--markdown", str(tmp_path / "bench.md")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "ember.bench",
+            "--scale",
+            "tiny",
+            "--models",
+            "mlp",
+            "--modes",
+            "train",
+            "--backends",
+            "eager,ember,ember_compile",
+            "--repeats",
+            "3",
+            "--json",
+            str(out),
+            "--markdown",
+            str(tmp_path / "bench.md"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     doc = json.loads(out.read_text())
     assert doc["complete"] is True
@@ -30,8 +51,18 @@ def test_smoke_json(tmp_path):
     rows = {r["backend"]: r for r in doc["results"]}
     assert set(rows) == {"eager", "ember", "ember_compile"}
     for r in doc["results"]:
-        assert {"model", "mode", "backend", "median_s", "ratio_to_eager", "ratio_to_inductor",
-                "cold_compile_s", "warm_start_s", "peak_rss_mb", "numerics_ok"} <= set(r)
+        assert {
+            "model",
+            "mode",
+            "backend",
+            "median_s",
+            "ratio_to_eager",
+            "ratio_to_inductor",
+            "cold_compile_s",
+            "warm_start_s",
+            "peak_rss_mb",
+            "numerics_ok",
+        } <= set(r)
     e, m = rows["eager"], rows["ember"]
     assert e["ratio_to_eager"] == 1.0 and e["numerics_ok"] is True
     assert m["status"] == "ok", m["status"]
@@ -65,8 +96,11 @@ class _Runner:
 
 
 def test_wrong_answer_is_flagged():
-    res = timing.interleaved({"eager": _Runner(1.0), "fast_wrong": _Runner(1.01),
-                              "close": _Runner(1.0 + 1e-5)}, warmup=2, repeats=4)
+    res = timing.interleaved(
+        {"eager": _Runner(1.0), "fast_wrong": _Runner(1.01), "close": _Runner(1.0 + 1e-5)},
+        warmup=2,
+        repeats=4,
+    )
     assert res["fast_wrong"]["numerics_ok"] is False
     assert abs(res["fast_wrong"]["numerics_max_diff"] - 0.05 / 5) < 1e-6
     assert res["close"]["numerics_ok"] is True
@@ -96,8 +130,10 @@ def test_workload_trains_on_ember_like_eager(name):
     through the bench's own runners: the loss after each of 2 AdamW steps matches eager's
     within the bench's numerics tolerance (timing.RTOL)."""
     w = models.build(name, "tiny")
-    runners = {"eager": backends.make_runner("eager", w, "train"),
-               "ember": backends.make_runner("ember", w, "train")}
+    runners = {
+        "eager": backends.make_runner("eager", w, "train"),
+        "ember": backends.make_runner("ember", w, "train"),
+    }
     res = timing.interleaved(runners, warmup=2, repeats=0)
     assert res["ember"]["status"] == "ok", res["ember"]["status"]
     assert res["ember"]["numerics_ok"] is True, res["ember"]["numerics_max_diff"]

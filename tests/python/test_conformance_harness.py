@@ -1,5 +1,6 @@
 """The conformance harness itself (python/ember/conformance): comparison, the
 expected-failure checker, and crash/hang isolation of worker subprocesses."""
+
 import math
 import os
 
@@ -47,8 +48,14 @@ def test_tolerance_follows_opinfo_overrides():
     from torch.testing._internal.opinfo.core import DecorateInfo
 
     class FakeOp:
-        decorators = (DecorateInfo(toleranceOverride({torch.float32: tol(atol=1e-2, rtol=0)}),
-                                   "TestCommon", "test_compare_cpu", device_type="cuda"),)
+        decorators = (
+            DecorateInfo(
+                toleranceOverride({torch.float32: tol(atol=1e-2, rtol=0)}),
+                "TestCommon",
+                "test_compare_cpu",
+                device_type="cuda",
+            ),
+        )
 
     assert _compare.tolerance(FakeOp(), torch.float32) == (1e-2, 1e-4)
     assert _compare.tolerance(FakeOp(), torch.bfloat16) == (1e-4, 1.6e-2)
@@ -69,14 +76,28 @@ def _res(outcome, message=None):
 
 def test_expected_checker_new_fixed_changed_stale():
     entries = _expected.parse(EXPECTED)
-    ok = [("interpreter", {("abs", "float32", "forward"): _res("error"),
-                           ("sin", "float32", "backward"): _res("pass"),
-                           ("tan", "float32", "forward"): _res("pass")}),
-          ("cpu", {("sin", "float32", "backward"): _res("mismatch")})]
+    ok = [
+        (
+            "interpreter",
+            {
+                ("abs", "float32", "forward"): _res("error"),
+                ("sin", "float32", "backward"): _res("pass"),
+                ("tan", "float32", "forward"): _res("pass"),
+            },
+        ),
+        ("cpu", {("sin", "float32", "backward"): _res("mismatch")}),
+    ]
     assert _expected.check(ok, entries) == []
-    bad = [("interpreter", {("abs", "float32", "forward"): _res("pass"),
-                            ("cos", "float32", "forward"): _res("mismatch", "boom")}),
-           ("cpu", {("sin", "float32", "backward"): _res("error", "x")})]
+    bad = [
+        (
+            "interpreter",
+            {
+                ("abs", "float32", "forward"): _res("pass"),
+                ("cos", "float32", "forward"): _res("mismatch", "boom"),
+            },
+        ),
+        ("cpu", {("sin", "float32", "backward"): _res("error", "x")}),
+    ]
     problems = _expected.check(bad, entries, known_ops={"abs", "sin", "cos"})
     text = "\n".join(problems)
     assert "NO LONGER FAILS abs float32 forward [backend interpreter]: pass" in text
@@ -94,13 +115,26 @@ def test_expected_parse_errors_name_the_line():
 
 
 def test_expected_render_merges_backends_and_keeps_reasons():
-    entries = _expected.parse("abs float32 forward error a kept reason\n"
-                              "zeta float32 forward error not run this time\n")
-    runs = [("interpreter", {("abs", "float32", "forward"): _res("error"),
-                             ("sin", "float32", "forward"): _res("mismatch"),
-                             ("cos", "float32", "forward"): _res("pass")}),
-            ("cpu", {("abs", "float32", "forward"): _res("error"),
-                     ("sin", "float32", "forward"): _res("pass")})]
+    entries = _expected.parse(
+        "abs float32 forward error a kept reason\nzeta float32 forward error not run this time\n"
+    )
+    runs = [
+        (
+            "interpreter",
+            {
+                ("abs", "float32", "forward"): _res("error"),
+                ("sin", "float32", "forward"): _res("mismatch"),
+                ("cos", "float32", "forward"): _res("pass"),
+            },
+        ),
+        (
+            "cpu",
+            {
+                ("abs", "float32", "forward"): _res("error"),
+                ("sin", "float32", "forward"): _res("pass"),
+            },
+        ),
+    ]
     text = _expected.render(runs, entries, lambda r: "new: " + r["outcome"])
     assert text.splitlines() == [
         "abs float32 forward error a kept reason",
@@ -114,8 +148,10 @@ def test_driver_isolates_crashes_and_hangs():
     """A worker that aborts or hangs costs only the item it was running; the sweep goes
     on in a fresh worker."""
     env = dict(os.environ, EMBER_CONFORMANCE_FAULT="abort:boom,hang:slow")
-    items = [{"op": "boom", "dtype": "float32", "direction": "forward"},
-             {"op": "slow", "dtype": "float32", "direction": "forward"}]
+    items = [
+        {"op": "boom", "dtype": "float32", "direction": "forward"},
+        {"op": "slow", "dtype": "float32", "direction": "forward"},
+    ]
     results, info = _driver.run_items(items, jobs=1, timeout=4, env=env)
     assert info["torch"] == torch.__version__
     r = results[("boom", "float32", "forward")]

@@ -1,6 +1,7 @@
 """Regression tests for the kinds of conformance failures the OpInfo sweep found
 (python -m ember.conformance; docs/conformance.md). One test per kind, eager CPU as the
 oracle."""
+
 import torch
 
 from conftest import DEV, close
@@ -10,6 +11,7 @@ from conftest import DEV, close
 # registered for every device (CompositeExplicitAutograd) runs that Python implementation
 # on ember's unwrapped tensors, below functionalization; nn.functional.linear_cross_entropy
 # is one. `.to(dtype)` there used to return a functional wrapper.
+
 
 @torch.library.custom_op("ember_test::to_double", mutates_args=())
 def _to_double(x: torch.Tensor) -> torch.Tensor:
@@ -41,6 +43,7 @@ def test_custom_op_inplace_after_to_dtype():
 # shapes from Meta). Batch norm in eval mode: Meta gives save_mean/save_invstd of shape
 # [C], CPU empty tensors; ember returned [C] tensors of uninitialized memory.
 
+
 def test_batch_norm_eval_mode_save_stats_follow_cpu():
     x, w, b = torch.randn(3, 2, 4), torch.randn(2), torch.randn(2)
     rm, rv = torch.randn(2), torch.rand(2) + 0.5
@@ -59,19 +62,27 @@ def test_batch_norm_eval_mode_save_stats_follow_cpu():
 # parameter is float32; the executable's `.out` call then failed ("expected scalar type
 # Half but found Float").
 
+
 def test_norm_statistics_dtype_follows_cpu_for_reduced_precision():
     A = torch.ops.aten
     for dt in (torch.float16, torch.bfloat16):
         for pdt in (dt, torch.float32):  # same-dtype parameters, then mixed
             x = torch.randn(3, 2, 4, dtype=dt)
-            w, b, rm = torch.randn(2, dtype=pdt), torch.randn(2, dtype=pdt), torch.randn(2, dtype=pdt)
+            w, b, rm = (
+                torch.randn(2, dtype=pdt),
+                torch.randn(2, dtype=pdt),
+                torch.randn(2, dtype=pdt),
+            )
             rv = torch.rand(2, dtype=pdt) + 0.5
             lw, lb = torch.randn(4, dtype=pdt), torch.randn(4, dtype=pdt)
             calls = [
-                lambda d: A.native_batch_norm(*(t.to(d) for t in (x, w, b, rm, rv)), True, 0.1, 1e-5),
+                lambda d: A.native_batch_norm(
+                    *(t.to(d) for t in (x, w, b, rm, rv)), True, 0.1, 1e-5
+                ),
                 lambda d: A.native_layer_norm(x.to(d), [4], lw.to(d), lb.to(d), 1e-5),
                 lambda d: A._native_batch_norm_legit_functional(
-                    *(t.to(d) for t in (x, w, b, rm, rv)), True, 0.1, 1e-5),
+                    *(t.to(d) for t in (x, w, b, rm, rv)), True, 0.1, 1e-5
+                ),
             ]
             for f in calls:
                 expected, got = f("cpu"), f(DEV)
@@ -89,12 +100,18 @@ def test_embedding_bag_auxiliary_outputs_follow_cpu():
     psw = torch.randn(6)
     for last, offsets in ((False, torch.tensor([0, 2])), (True, torch.tensor([0, 2, 6]))):
         for mode in ("sum", "mean", "max"):
-            kw = dict(mode=mode, include_last_offset=last,
-                      per_sample_weights=psw if mode == "sum" else None)
+            kw = dict(
+                mode=mode,
+                include_last_offset=last,
+                per_sample_weights=psw if mode == "sum" else None,
+            )
             expected = torch.nn.functional.embedding_bag(i, w, offsets, **kw)
             got = torch.nn.functional.embedding_bag(
-                i.to(DEV), w.to(DEV), offsets.to(DEV),
-                **{k: (v.to(DEV) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()})
+                i.to(DEV),
+                w.to(DEV),
+                offsets.to(DEV),
+                **{k: (v.to(DEV) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()},
+            )
             close(got, expected)
             for f in (torch.ops.aten._embedding_bag, torch.ops.aten._embedding_bag_forward_only):
                 m = {"sum": 0, "mean": 1, "max": 2}[mode]
@@ -109,6 +126,7 @@ def test_embedding_bag_auxiliary_outputs_follow_cpu():
 # first) left a wrong value in the planned buffer on the first run of the graph; only
 # later runs skipped the `.out` overload. Checked in a fresh process, since the first
 # run in a process is the one that matters.
+
 
 def test_resizing_out_kernel_first_run(tmp_path):
     import os

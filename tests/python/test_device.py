@@ -1,4 +1,5 @@
 """Package, device registration, factories, host<->device copies, value reads."""
+
 import copy
 
 import numpy as np
@@ -18,9 +19,20 @@ def test_device_registration():
         ember.device(1)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32,
-                                   torch.bool, torch.bfloat16, torch.float16, torch.uint8,
-                                   torch.complex64])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.float32,
+        torch.float64,
+        torch.int64,
+        torch.int32,
+        torch.bool,
+        torch.bfloat16,
+        torch.float16,
+        torch.uint8,
+        torch.complex64,
+    ],
+)
 def test_roundtrip_dtypes(dtype):
     a = (torch.randn(3, 4) * 10).to(dtype)
     b = a.to("ember")
@@ -44,8 +56,13 @@ def test_factories():
 
 def test_copies_honour_strides_and_offsets():
     base = torch.arange(60.0).reshape(3, 4, 5)
-    for src in [base.transpose(0, 2), base[1:, ::2, 1:4], base.select(1, 2),
-                base.permute(2, 0, 1)[1:], base.expand(2, 3, 4, 5)]:
+    for src in [
+        base.transpose(0, 2),
+        base[1:, ::2, 1:4],
+        base.select(1, 2),
+        base.permute(2, 0, 1)[1:],
+        base.expand(2, 3, 4, 5),
+    ]:
         d = src.to(DEV)
         close(d, src)
         assert d.shape == src.shape
@@ -64,8 +81,15 @@ def test_copies_honour_strides_and_offsets():
 def test_strides_reported_as_eager():
     a = torch.randn(4, 6)
     d = a.to(DEV)
-    for f in [lambda t: t, lambda t: t.t(), lambda t: t[1:, ::2], lambda t: t.unsqueeze(1),
-              lambda t: t.expand(3, 4, 6), lambda t: t.reshape(2, 12), lambda t: t.permute(1, 0)]:
+    for f in [
+        lambda t: t,
+        lambda t: t.t(),
+        lambda t: t[1:, ::2],
+        lambda t: t.unsqueeze(1),
+        lambda t: t.expand(3, 4, 6),
+        lambda t: t.reshape(2, 12),
+        lambda t: t.permute(1, 0),
+    ]:
         x, y = f(d), f(a)
         assert x.shape == y.shape
         assert x.stride() == y.stride(), (x.stride(), y.stride())
@@ -129,9 +153,20 @@ def test_elementwise_traced_and_synced():
     c = ember.metrics.counters()
     assert c["syncs"] == 1 and c["graphs_compiled"] == 1
     assert c["transfers_to_host"] == 1
-    for k in ["syncs", "graphs_compiled", "memory_cache_hits", "disk_cache_hits",
-              "compile_seconds", "execute_seconds", "transfers_to_device", "transfers_to_host",
-              "ops_traced", "value_reads", "fallbacks", "externs"]:
+    for k in [
+        "syncs",
+        "graphs_compiled",
+        "memory_cache_hits",
+        "disk_cache_hits",
+        "compile_seconds",
+        "execute_seconds",
+        "transfers_to_device",
+        "transfers_to_host",
+        "ops_traced",
+        "value_reads",
+        "fallbacks",
+        "externs",
+    ]:
         assert k in c
     assert isinstance(c["fallbacks"], dict) and isinstance(c["externs"], dict)
     if ember.config.backend == "aten":  # one ATen kernel per op
@@ -144,8 +179,15 @@ def test_elementwise_traced_and_synced():
 def test_type_promotion_with_python_scalars():
     i = torch.arange(6, dtype=torch.int32)
     d = i.to(DEV)
-    for f in [lambda t: t * 0.5, lambda t: t + 2, lambda t: t / 2, lambda t: t // 2,
-              lambda t: 2 ** t, lambda t: t > 2.5, lambda t: t.float() * 3]:
+    for f in [
+        lambda t: t * 0.5,
+        lambda t: t + 2,
+        lambda t: t / 2,
+        lambda t: t // 2,
+        lambda t: 2**t,
+        lambda t: t > 2.5,
+        lambda t: t.float() * 3,
+    ]:
         x, y = f(d), f(i)
         assert x.dtype == y.dtype
         close(x, y)
@@ -201,8 +243,9 @@ def test_repr_matches_eager_layout():
     assert "grad_fn=<MulBackward0>" in repr(w * 2)
 
 
-@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64,
-                                   torch.float8_e4m3fn, torch.float8_e5m2])
+@pytest.mark.parametrize(
+    "dtype", [torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2]
+)
 def test_limited_dtypes_fail_at_users_line_like_eager(dtype):
     a = torch.arange(6).to(torch.float32).to(dtype)
     d = a.to(DEV)
@@ -231,8 +274,8 @@ def test_mixed_devices_error_like_eager():
     with pytest.raises(RuntimeError, match="same device"):
         d + torch.ones(3)
     close(d + torch.tensor(2.0), torch.full((3,), 3.0))  # CPU scalars mix, as in eager
-    close(d[torch.tensor([0, 2])], torch.ones(2))         # CPU indices, as in eager
-    d[0:2] = torch.zeros(2)                               # host -> device copy into a slice
+    close(d[torch.tensor([0, 2])], torch.ones(2))  # CPU indices, as in eager
+    d[0:2] = torch.zeros(2)  # host -> device copy into a slice
     close(d, torch.tensor([0.0, 0.0, 1.0]))
 
 

@@ -3,6 +3,7 @@
 Every test checks values against eager and that the work really ran through Ember
 (`syncs` / `graphs_compiled` moved), so a backend that silently ran eager would fail.
 """
+
 import copy
 import dataclasses
 import os
@@ -46,8 +47,9 @@ def counters():
 
 def mlp(seed=0):
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(24, 48), nn.GELU(), nn.Linear(48, 48), nn.Tanh(),
-                         nn.Linear(48, 10))
+    return nn.Sequential(
+        nn.Linear(24, 48), nn.GELU(), nn.Linear(48, 48), nn.Tanh(), nn.Linear(48, 10)
+    )
 
 
 def gpt(seed=0):
@@ -273,13 +275,16 @@ def test_error_in_the_graph_names_the_op_and_keeps_tensors_usable():
 
 def test_entry_point_resolves_backend_without_importing_ember(tmp_path):
     text = (ROOT / "pyproject.toml").read_text()
-    assert '[project.entry-points.torch_dynamo_backends]\nember = "ember.dynamo:ember_backend"' in text
+    assert (
+        '[project.entry-points.torch_dynamo_backends]\nember = "ember.dynamo:ember_backend"' in text
+    )
     # An installed wheel's metadata, reduced to the entry point (what pip writes).
     dist = tmp_path / "ember-0.1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ember\nVersion: 0.1.0\n")
     (dist / "entry_points.txt").write_text(
-        "[torch_dynamo_backends]\nember = ember.dynamo:ember_backend\n")
+        "[torch_dynamo_backends]\nember = ember.dynamo:ember_backend\n"
+    )
     code = textwrap.dedent("""
         import sys, torch
         f = torch.compile(lambda x: (x * 2).exp(), backend="ember")
@@ -293,10 +298,10 @@ def test_entry_point_resolves_backend_without_importing_ember(tmp_path):
     # The ember this process imported (the installed wheel in CI, python/ with
     # EMBER_BUILD_DIR in a development build); python/ alone has no compiled _C.
     ember_parent = str(pathlib.Path(ember.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), ember_parent,
-                                         env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=600)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), ember_parent, env.get("PYTHONPATH", "")])
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().endswith("ok True")
 

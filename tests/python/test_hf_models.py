@@ -2,6 +2,7 @@
 configs (random init, nothing downloaded), forward + backward, both attention
 implementations (eager and sdpa). Oracle: the same model and inputs on eager CPU.
 No op may fall back to eager outside a graph; value reads are counted and listed."""
+
 import copy
 
 import pytest
@@ -21,17 +22,34 @@ MAX_VALUE_READS = 4
 
 def gpt2(attn):
     cfg = transformers.GPT2Config(
-        vocab_size=VOCAB, n_positions=32, n_embd=32, n_layer=2, n_head=2,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
-        attn_implementation=attn)
+        vocab_size=VOCAB,
+        n_positions=32,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation=attn,
+    )
     return transformers.GPT2LMHeadModel(cfg)
 
 
 def bert(attn):
     cfg = transformers.BertConfig(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0, num_labels=3, attn_implementation=attn)
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=3,
+        attn_implementation=attn,
+    )
     return transformers.BertForSequenceClassification(cfg)
 
 
@@ -39,7 +57,7 @@ def inputs(kind):
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(1, VOCAB, (2, SEQ), generator=g)
     mask = torch.ones(2, SEQ, dtype=torch.long)
-    mask[1, SEQ - 5:] = 0  # a padded second sequence exercises the attention mask
+    mask[1, SEQ - 5 :] = 0  # a padded second sequence exercises the attention mask
     labels = ids.clone() if kind == "gpt2" else torch.tensor([0, 2])
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
@@ -77,7 +95,9 @@ def test_hf_forward_backward_matches_eager(kind, attn):
 
     assert c["fallbacks"] == {}, f"ops fell back to eager CPU: {c['fallbacks']}"
     sites = c["value_read_sites"]
-    print(f"\n{kind}/{attn}: {c['value_reads']} value reads, {c['graphs_compiled']} graphs compiled")
+    print(
+        f"\n{kind}/{attn}: {c['value_reads']} value reads, {c['graphs_compiled']} graphs compiled"
+    )
     for site, n in sorted(sites.items()):
         print(f"  value read x{n} at {site}")
     assert sum(sites.values()) == c["value_reads"]

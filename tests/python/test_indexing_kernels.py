@@ -4,6 +4,7 @@ run as generated kernels on the `cpu` backend, nothing interpreted. Oracles: eag
 (forward bit for bit: a gather copies; gradients at float32 tolerance, since eager sums
 duplicate indices in its own order) and the `interpreter` backend (bit for bit: the
 scatter kernel adds duplicates in the interpreter's order, on any thread count)."""
+
 import contextlib
 
 import pytest
@@ -30,10 +31,10 @@ def backend(name):
 def _embedding_step(w, ids, tgt):
     """Embedding lookup, a linear read-out and cross-entropy; returns (loss, dW)."""
     w = w.detach().clone().requires_grad_(True)
-    h = F.embedding(ids, w)                      # gather
-    logits = h @ w.t()                           # tied read-out, as GPT's lm_head
+    h = F.embedding(ids, w)  # gather
+    logits = h @ w.t()  # tied read-out, as GPT's lm_head
     loss = F.cross_entropy(logits.reshape(-1, w.shape[0]), tgt.reshape(-1))  # gather
-    loss.backward()                              # scatter-adds (embedding backward)
+    loss.backward()  # scatter-adds (embedding backward)
     return loss.detach(), w.grad
 
 
@@ -71,7 +72,9 @@ def test_scatter_add_kernel_equals_the_interpreter_bit_for_bit():
     results = {}
     for name in ("cpu", "interpreter"):
         with backend(name):
-            r = torch.ops.aten.embedding_dense_backward(grad_out.to(DEV), ids.to(DEV), 65, -1, False)
+            r = torch.ops.aten.embedding_dense_backward(
+                grad_out.to(DEV), ids.to(DEV), 65, -1, False
+            )
             results[name] = r.cpu()
             lg = ember.metrics.last_graph()
             assert lg["backend"] == name and lg["interpreted"] == (name == "interpreter"), lg

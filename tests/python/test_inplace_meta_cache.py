@@ -1,6 +1,7 @@
 """The cache in front of in-place Meta kernels (functionalization's shape check of every
 in-place op) never hides an error: a bad in-place call raises eager's error every time,
 also after the same op succeeded with other shapes, and values stay equal to eager."""
+
 import pytest
 import torch
 
@@ -10,8 +11,8 @@ from conftest import DEV, close
 def test_inplace_shape_errors_repeat_after_success():
     a, d = torch.ones(2, 4), torch.ones(2, 4, device=DEV)
     for t, dev in ((a, "cpu"), (d, DEV)):
-        t.add_(torch.ones(4, device=dev), alpha=2.0)        # succeeds, cached
-        t.add_(torch.ones(4, device=dev), alpha=0.5)        # same signature, other alpha
+        t.add_(torch.ones(4, device=dev), alpha=2.0)  # succeeds, cached
+        t.add_(torch.ones(4, device=dev), alpha=0.5)  # same signature, other alpha
     close(d, a)
     for _ in range(2):
         with pytest.raises(RuntimeError):

@@ -1,6 +1,7 @@
 """Native kernels split their loops on ATen's intra-op pool (docs/architecture.md,
 "Threads"): with two torch threads, a large fused kernel's work is shared by two
 threads of this process, and its values are eager's."""
+
 import os
 import threading
 

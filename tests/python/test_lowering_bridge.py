@@ -1,6 +1,7 @@
 """The bridge side of lowering: lazy graphs lowered to one core graph and run by the
 core runtime (docs/architecture.md, "Lowering"). Oracle: eager CPU, and the `aten`
 backend (one ATen kernel per op) for backend equivalence."""
+
 import contextlib
 
 import pytest
@@ -104,7 +105,10 @@ def test_permuted_dense_inputs_are_borrowed_without_a_copy(name):
         cases = {
             "transposed": (torch.randn(6, 8), lambda t: t.t()),
             "permuted 3-d": (torch.randn(3, 4, 5), lambda t: t.permute(2, 0, 1)),
-            "channels_last": (torch.randn(2, 3, 4, 5), lambda t: t.to(memory_format=torch.channels_last)),
+            "channels_last": (
+                torch.randn(2, 3, 4, 5),
+                lambda t: t.to(memory_format=torch.channels_last),
+            ),
             "size-1 dims": (torch.randn(1, 4, 1, 5), lambda t: t.permute(3, 2, 1, 0)),
             "offset": (torch.randn(10, 8), lambda t: t[2:8].t()),
         }
@@ -135,7 +139,9 @@ def test_outputs_report_eager_strides(name):
         cl = x.to(memory_format=torch.channels_last)
         for label, f in {
             "channels_last": lambda t: t.to(memory_format=torch.channels_last) * 2,
-            "preserved channels_last": lambda t: t.contiguous(memory_format=torch.channels_last).relu(),
+            "preserved channels_last": lambda t: t.contiguous(
+                memory_format=torch.channels_last
+            ).relu(),
             "transposed": lambda t: t.transpose(1, 3).clone(memory_format=torch.preserve_format),
         }.items():
             src = cl if "preserved" in label else x
@@ -144,7 +150,8 @@ def test_outputs_report_eager_strides(name):
             ember.sync()
             assert got.stride() == want.stride(), label
             assert got.is_contiguous(memory_format=torch.channels_last) == want.is_contiguous(
-                memory_format=torch.channels_last), label
+                memory_format=torch.channels_last
+            ), label
             close(got, want, msg=label)
             data = ember._C.data_of(got)
             assert data.stride() == want.stride() and data.storage_offset() == want.storage_offset()
@@ -224,8 +231,9 @@ def test_lr_zero_then_nonzero_shares_one_graph(name):
 def _mlp_training(name, steps=3):
     with backend(name):
         torch.manual_seed(0)
-        m = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
-                                torch.nn.Linear(32, 4)).to(DEV)
+        m = torch.nn.Sequential(
+            torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)
+        ).to(DEV)
         opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
         x = torch.randn(16, 10).to(DEV)
         y = torch.randint(0, 4, (16,)).to(DEV)
@@ -283,8 +291,8 @@ def test_same_logical_matmul_gives_same_bits_whatever_the_operand_layout(name, s
     with backend(name):
         xd, wd = x.to(DEV), w.to(DEV)
         ember.sync()
-        leaf = (xd @ wd.t()).cpu()                 # permuted leaf
-        folded = (xd @ wd.clone().t()).cpu()       # transpose node -> dot-of-transpose
+        leaf = (xd @ wd.t()).cpu()  # permuted leaf
+        folded = (xd @ wd.clone().t()).cpu()  # transpose node -> dot-of-transpose
         kernel = (xd @ wd.t().contiguous()).cpu()  # materialized by a kernel
         batched = (xd.unsqueeze(0) @ wd.clone().unsqueeze(0).transpose(1, 2)).cpu()[0]
         # and the lhs read through a transpose: (x^T)^T @ w^T
@@ -333,8 +341,9 @@ def test_memory_cache_entries_are_per_backend():
 def test_mlp_forward_backward_is_lowered_with_only_matmul_externs():
     with backend("cpu"):
         torch.manual_seed(0)
-        m = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
-                                torch.nn.Linear(32, 4)).to(DEV)
+        m = torch.nn.Sequential(
+            torch.nn.Linear(10, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)
+        ).to(DEV)
         x = torch.randn(16, 10).to(DEV)
         y = torch.randint(0, 4, (16,)).to(DEV)
         ember.sync()

@@ -8,6 +8,7 @@ cotangent, with OpInfo-style tolerances: float32 at assert_close's defaults (rto
 After each case, no lowering may have failed (``lowering_errors``): a lowering either
 lowers a call or declines it.
 """
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -37,62 +38,340 @@ def _cases():
         "sub_scalar": (lambda a: a - 0.3, [r(3, 4)], True, both),
         "rsub": (lambda a: 1.5 - a, [r(3, 4)], True, both),
         "mul_div": (lambda a, b: a * b / (b.abs() + 1), [r(3, 4), r(3, 4)], True, both),
-        "div_floor": (lambda a, b: torch.div(a, b, rounding_mode="floor"), [r(3, 4, lo=-9, hi=9), r(3, 4, lo=0.5, hi=3)], False, both),
-        "div_trunc": (lambda a, b: torch.div(a, b, rounding_mode="trunc"), [r(3, 4, lo=-9, hi=9), r(3, 4, lo=-3, hi=-0.5)], False, both),
-        "unary_math": (lambda a: a.exp() + a.tanh() + a.sigmoid() + a.erf() + a.sin() - a.cos(), [r(3, 4)], True, both),
-        "log_family": (lambda a: a.log() + a.sqrt() + a.rsqrt() + a.log2() + a.log1p() + a.reciprocal(), [r(3, 4, lo=0.2, hi=3)], True, both),
+        "div_floor": (
+            lambda a, b: torch.div(a, b, rounding_mode="floor"),
+            [r(3, 4, lo=-9, hi=9), r(3, 4, lo=0.5, hi=3)],
+            False,
+            both,
+        ),
+        "div_trunc": (
+            lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+            [r(3, 4, lo=-9, hi=9), r(3, 4, lo=-3, hi=-0.5)],
+            False,
+            both,
+        ),
+        "unary_math": (
+            lambda a: a.exp() + a.tanh() + a.sigmoid() + a.erf() + a.sin() - a.cos(),
+            [r(3, 4)],
+            True,
+            both,
+        ),
+        "log_family": (
+            lambda a: a.log() + a.sqrt() + a.rsqrt() + a.log2() + a.log1p() + a.reciprocal(),
+            [r(3, 4, lo=0.2, hi=3)],
+            True,
+            both,
+        ),
         "pow": (lambda a, b: a.pow(2.5) + a.pow(b), [r(3, 4, lo=0.2, hi=2), r(3, 4)], True, both),
         "abs_neg_sign": (lambda a: a.abs() - a.neg() * a.sign(), [r(3, 4)], True, both),
-        "rounding": (lambda a: a.floor() + a.ceil() + a.round() + a.trunc() + a.frac(), [r(3, 4, lo=-5, hi=5)], False, both),
-        "where_masked": (lambda a, b: torch.where(a > 0, a, b).masked_fill(b > 1, -3.0), [r(3, 4), r(4)], True, both),
+        "rounding": (
+            lambda a: a.floor() + a.ceil() + a.round() + a.trunc() + a.frac(),
+            [r(3, 4, lo=-5, hi=5)],
+            False,
+            both,
+        ),
+        "where_masked": (
+            lambda a, b: torch.where(a > 0, a, b).masked_fill(b > 1, -3.0),
+            [r(3, 4), r(4)],
+            True,
+            both,
+        ),
         "clamp": (lambda a: a.clamp(-0.5, 0.7) + a.clamp(min=0.1), [r(3, 4)], True, both),
-        "lerp_addc": (lambda a, b, w: torch.lerp(a, b, w) + torch.addcmul(a, b, w, value=0.5) + torch.addcdiv(a, b, w.abs() + 1, value=-2), [r(3, 4), r(3, 4), r(3, 4, lo=0, hi=1)], True, both),
-        "maximum_minimum": (lambda a, b: torch.maximum(a, b) + torch.minimum(a, b * 2), [r(3, 4), r(3, 4)], True, both),
-        "int_arith": (lambda i, j: (i * 3 + j // 2 - i % 3, i / j, i.float() * 0.5), [torch.randint(-9, 9, (6,), generator=g), torch.randint(1, 5, (6,), generator=g)], False, (None,)),
-        "compare_logic": (lambda a, b: ((a > b) & (a < 1)) | ~(a == b) ^ (a >= 0.5), [r(3, 4), r(4)], False, both),
-        "bitwise": (lambda i, j: (i & j, i | j, i ^ j, i << 2, i >> 1), [torch.randint(-50, 50, (6,), generator=g), torch.randint(0, 50, (6,), generator=g)], False, (None,)),
-        "cast": (lambda a: (a.to(torch.int32), a.to(torch.bfloat16).float(), (a > 0).to(torch.float32)), [r(3, 4, lo=-100, hi=100)], False, (F32,)),
+        "lerp_addc": (
+            lambda a, b, w: (
+                torch.lerp(a, b, w)
+                + torch.addcmul(a, b, w, value=0.5)
+                + torch.addcdiv(a, b, w.abs() + 1, value=-2)
+            ),
+            [r(3, 4), r(3, 4), r(3, 4, lo=0, hi=1)],
+            True,
+            both,
+        ),
+        "maximum_minimum": (
+            lambda a, b: torch.maximum(a, b) + torch.minimum(a, b * 2),
+            [r(3, 4), r(3, 4)],
+            True,
+            both,
+        ),
+        "int_arith": (
+            lambda i, j: (i * 3 + j // 2 - i % 3, i / j, i.float() * 0.5),
+            [torch.randint(-9, 9, (6,), generator=g), torch.randint(1, 5, (6,), generator=g)],
+            False,
+            (None,),
+        ),
+        "compare_logic": (
+            lambda a, b: ((a > b) & (a < 1)) | ~(a == b) ^ (a >= 0.5),
+            [r(3, 4), r(4)],
+            False,
+            both,
+        ),
+        "bitwise": (
+            lambda i, j: (i & j, i | j, i ^ j, i << 2, i >> 1),
+            [torch.randint(-50, 50, (6,), generator=g), torch.randint(0, 50, (6,), generator=g)],
+            False,
+            (None,),
+        ),
+        "cast": (
+            lambda a: (a.to(torch.int32), a.to(torch.bfloat16).float(), (a > 0).to(torch.float32)),
+            [r(3, 4, lo=-100, hi=100)],
+            False,
+            (F32,),
+        ),
         # reductions
-        "sum_mean": (lambda a: (a.sum(), a.sum(dim=(0, 2)), a.mean(dim=1, keepdim=True)), [r(3, 4, 5)], True, both),
-        "prod_amax": (lambda a: (a.prod(dim=1), a.amax(dim=-1), a.amin(dim=0)), [r(3, 4, lo=0.5, hi=1.5)], True, both),
-        "max_dim_argmax": (lambda a: (a.max(dim=1).values, a.max(dim=1).indices, a.argmax(), a.argmin(dim=0)), [r(3, 5)], False, both),
-        "var_std": (lambda a: (a.var(dim=1), a.std(dim=0, correction=0), torch.var_mean(a, dim=1)[0], a.var()), [r(4, 6)], True, both),
-        "logsumexp_norm": (lambda a: (a.logsumexp(dim=1), torch.linalg.vector_norm(a, dim=1), a.norm(p=1), torch.linalg.vector_norm(a, ord=float("inf"))), [r(4, 6)], True, both),
-        "any_all_int_sum": (lambda a: ((a > 0).any(dim=1), (a > -1.5).all(), (a > 0).sum(dim=0)), [r(4, 6)], False, (F32,)),
+        "sum_mean": (
+            lambda a: (a.sum(), a.sum(dim=(0, 2)), a.mean(dim=1, keepdim=True)),
+            [r(3, 4, 5)],
+            True,
+            both,
+        ),
+        "prod_amax": (
+            lambda a: (a.prod(dim=1), a.amax(dim=-1), a.amin(dim=0)),
+            [r(3, 4, lo=0.5, hi=1.5)],
+            True,
+            both,
+        ),
+        "max_dim_argmax": (
+            lambda a: (a.max(dim=1).values, a.max(dim=1).indices, a.argmax(), a.argmin(dim=0)),
+            [r(3, 5)],
+            False,
+            both,
+        ),
+        "var_std": (
+            lambda a: (
+                a.var(dim=1),
+                a.std(dim=0, correction=0),
+                torch.var_mean(a, dim=1)[0],
+                a.var(),
+            ),
+            [r(4, 6)],
+            True,
+            both,
+        ),
+        "logsumexp_norm": (
+            lambda a: (
+                a.logsumexp(dim=1),
+                torch.linalg.vector_norm(a, dim=1),
+                a.norm(p=1),
+                torch.linalg.vector_norm(a, ord=float("inf")),
+            ),
+            [r(4, 6)],
+            True,
+            both,
+        ),
+        "any_all_int_sum": (
+            lambda a: ((a > 0).any(dim=1), (a > -1.5).all(), (a > 0).sum(dim=0)),
+            [r(4, 6)],
+            False,
+            (F32,),
+        ),
         # activations and softmax
-        "relu_gelu": (lambda a: F.relu(a) + F.gelu(a) + F.gelu(a, approximate="tanh"), [r(3, 8, lo=-4, hi=4)], True, both),
-        "silu_mish_elu": (lambda a: F.silu(a) + F.mish(a) + F.elu(a) + F.softplus(a, beta=2), [r(3, 8, lo=-4, hi=4)], True, both),
-        "leaky_hardtanh": (lambda a: F.leaky_relu(a, 0.1) + F.hardtanh(a) + F.hardswish(a) + F.hardsigmoid(a), [r(3, 8, lo=-4, hi=4)], True, both),
+        "relu_gelu": (
+            lambda a: F.relu(a) + F.gelu(a) + F.gelu(a, approximate="tanh"),
+            [r(3, 8, lo=-4, hi=4)],
+            True,
+            both,
+        ),
+        "silu_mish_elu": (
+            lambda a: F.silu(a) + F.mish(a) + F.elu(a) + F.softplus(a, beta=2),
+            [r(3, 8, lo=-4, hi=4)],
+            True,
+            both,
+        ),
+        "leaky_hardtanh": (
+            lambda a: F.leaky_relu(a, 0.1) + F.hardtanh(a) + F.hardswish(a) + F.hardsigmoid(a),
+            [r(3, 8, lo=-4, hi=4)],
+            True,
+            both,
+        ),
         "sigmoid_tanh": (lambda a: torch.sigmoid(a) * torch.tanh(a), [r(3, 8)], True, both),
-        "softmax": (lambda a: (F.softmax(a, -1), F.log_softmax(a, 0)), [r(4, 7, lo=-6, hi=6)], True, both),
+        "softmax": (
+            lambda a: (F.softmax(a, -1), F.log_softmax(a, 0)),
+            [r(4, 7, lo=-6, hi=6)],
+            True,
+            both,
+        ),
         # norms
-        "layer_norm": (lambda a, w, b: F.layer_norm(a, (8,), w, b), [r(2, 3, 8), r(8), r(8)], True, both),
-        "group_norm": (lambda a, w, b: F.group_norm(a, 2, w, b), [r(2, 4, 5), r(4), r(4)], True, (F32,)),
-        "batch_norm_train": (lambda a, w, b: F.batch_norm(a, torch.zeros(3, device=a.device), torch.ones(3, device=a.device), w, b, training=True), [r(4, 3, 5), r(3), r(3)], True, (F32,)),
-        "batch_norm_eval": (lambda a, w, b: F.batch_norm(a, torch.full((3,), 0.1, device=a.device), torch.full((3,), 2.0, device=a.device), w, b, training=False), [r(4, 3, 5), r(3), r(3)], True, (F32,)),
+        "layer_norm": (
+            lambda a, w, b: F.layer_norm(a, (8,), w, b),
+            [r(2, 3, 8), r(8), r(8)],
+            True,
+            both,
+        ),
+        "group_norm": (
+            lambda a, w, b: F.group_norm(a, 2, w, b),
+            [r(2, 4, 5), r(4), r(4)],
+            True,
+            (F32,),
+        ),
+        "batch_norm_train": (
+            lambda a, w, b: F.batch_norm(
+                a,
+                torch.zeros(3, device=a.device),
+                torch.ones(3, device=a.device),
+                w,
+                b,
+                training=True,
+            ),
+            [r(4, 3, 5), r(3), r(3)],
+            True,
+            (F32,),
+        ),
+        "batch_norm_eval": (
+            lambda a, w, b: F.batch_norm(
+                a,
+                torch.full((3,), 0.1, device=a.device),
+                torch.full((3,), 2.0, device=a.device),
+                w,
+                b,
+                training=False,
+            ),
+            [r(4, 3, 5), r(3), r(3)],
+            True,
+            (F32,),
+        ),
         # losses
         "cross_entropy": (lambda a: F.cross_entropy(a, tgt.to(a.device)), [r(6, 4)], True, both),
-        "cross_entropy_ls_ignore": (lambda a: F.cross_entropy(a, tgt_ign.to(a.device), label_smoothing=0.1), [r(6, 4)], True, (F32,)),
-        "nll_weighted_sum": (lambda a: F.nll_loss(a, tgt.to(a.device), weight=torch.tensor([0.5, 2.0, 1.0, 0.25], device=a.device, dtype=a.dtype), reduction="sum"), [r(6, 4)], True, (F32,)),
-        "mse": (lambda a, b: F.mse_loss(a, b) + F.mse_loss(a, b, reduction="sum"), [r(3, 4), r(3, 4)], True, both),
-        "bce_logits": (lambda a, t: F.binary_cross_entropy_with_logits(a, t.clamp(0, 1), pos_weight=torch.full((4,), 2.0, device=a.device)), [r(3, 4, lo=-5, hi=5), r(3, 4, lo=0, hi=1)], True, (F32,)),
+        "cross_entropy_ls_ignore": (
+            lambda a: F.cross_entropy(a, tgt_ign.to(a.device), label_smoothing=0.1),
+            [r(6, 4)],
+            True,
+            (F32,),
+        ),
+        "nll_weighted_sum": (
+            lambda a: F.nll_loss(
+                a,
+                tgt.to(a.device),
+                weight=torch.tensor([0.5, 2.0, 1.0, 0.25], device=a.device, dtype=a.dtype),
+                reduction="sum",
+            ),
+            [r(6, 4)],
+            True,
+            (F32,),
+        ),
+        "mse": (
+            lambda a, b: F.mse_loss(a, b) + F.mse_loss(a, b, reduction="sum"),
+            [r(3, 4), r(3, 4)],
+            True,
+            both,
+        ),
+        "bce_logits": (
+            lambda a, t: F.binary_cross_entropy_with_logits(
+                a, t.clamp(0, 1), pos_weight=torch.full((4,), 2.0, device=a.device)
+            ),
+            [r(3, 4, lo=-5, hi=5), r(3, 4, lo=0, hi=1)],
+            True,
+            (F32,),
+        ),
         # matmul
         "mm_linear": (lambda a, w, b: F.linear(a, w, b) @ w, [r(5, 3), r(3, 3), r(3)], True, both),
-        "bmm_baddbmm": (lambda a, b, c: torch.baddbmm(c, a, b, beta=0.5, alpha=2.0) + torch.bmm(a, b), [r(2, 3, 4), r(2, 4, 5), r(2, 3, 5)], True, both),
+        "bmm_baddbmm": (
+            lambda a, b, c: torch.baddbmm(c, a, b, beta=0.5, alpha=2.0) + torch.bmm(a, b),
+            [r(2, 3, 4), r(2, 4, 5), r(2, 3, 5)],
+            True,
+            both,
+        ),
         # data movement
-        "views": (lambda a: a.view(6, 4).t().reshape(2, 12).transpose(0, 1).permute(1, 0).unsqueeze(1).squeeze(1) * 2, [r(2, 3, 4)], True, both),
-        "expand_slice_select": (lambda a: a[:, 1:3].expand(4, 3, 2, 4)[:, ::2, 0] + a[1, :2], [r(3, 4, 4)], True, both),
-        "split_cat_stack": (lambda a: torch.cat([*a.split(2, dim=1)[::-1], torch.stack([a[:, 0], a[:, 1]], dim=1)], dim=1), [r(3, 5)], True, both),
-        "flip_roll_pad_tri": (lambda a: F.pad(a.flip(0).roll(2, 1), (1, 2, 0, 1), value=0.5).triu(1) + F.pad(a, (1, 2, 0, 1)).tril(-1), [r(4, 5)], True, both),
-        "index_put_inplace": (lambda a: a.clone().index_put_((torch.tensor([0, 2, 0], device=a.device),), torch.ones(3, 5, dtype=a.dtype, device=a.device), accumulate=True), [r(4, 5)], True, (F32,)),
+        "views": (
+            lambda a: (
+                a.view(6, 4)
+                .t()
+                .reshape(2, 12)
+                .transpose(0, 1)
+                .permute(1, 0)
+                .unsqueeze(1)
+                .squeeze(1)
+                * 2
+            ),
+            [r(2, 3, 4)],
+            True,
+            both,
+        ),
+        "expand_slice_select": (
+            lambda a: a[:, 1:3].expand(4, 3, 2, 4)[:, ::2, 0] + a[1, :2],
+            [r(3, 4, 4)],
+            True,
+            both,
+        ),
+        "split_cat_stack": (
+            lambda a: torch.cat(
+                [*a.split(2, dim=1)[::-1], torch.stack([a[:, 0], a[:, 1]], dim=1)], dim=1
+            ),
+            [r(3, 5)],
+            True,
+            both,
+        ),
+        "flip_roll_pad_tri": (
+            lambda a: (
+                F.pad(a.flip(0).roll(2, 1), (1, 2, 0, 1), value=0.5).triu(1)
+                + F.pad(a, (1, 2, 0, 1)).tril(-1)
+            ),
+            [r(4, 5)],
+            True,
+            both,
+        ),
+        "index_put_inplace": (
+            lambda a: a.clone().index_put_(
+                (torch.tensor([0, 2, 0], device=a.device),),
+                torch.ones(3, 5, dtype=a.dtype, device=a.device),
+                accumulate=True,
+            ),
+            [r(4, 5)],
+            True,
+            (F32,),
+        ),
         # indexing
-        "gather_scatter": (lambda a: (a.gather(1, torch.tensor([[0, 2], [1, 1], [3, 0]], device=a.device)), torch.zeros(3, 4, dtype=a.dtype, device=a.device).scatter_add(1, torch.tensor([[0, 0], [3, 1], [2, 2]], device=a.device), a[:, :2]), a.scatter(0, torch.tensor([[2, 1, 0, 0]], device=a.device), -1.5)), [r(3, 4)], True, (F32,)),
-        "index_select_index": (lambda a: (a.index_select(0, idx.to(a.device)), a[idx.to(a.device)], a[:, idx.to(a.device)], a[idx.to(a.device), torch.tensor([0, 1, -1], device=a.device)]), [r(3, 4)], True, both),
-        "index_put": (lambda a, v: (a.index_put((torch.tensor([0, 2, 0], device=a.device),), v, accumulate=True), a.index_put((torch.tensor([1, 2], device=a.device),), v[:2], accumulate=False)), [r(3, 4), r(3, 4)], True, (F32,)),
+        "gather_scatter": (
+            lambda a: (
+                a.gather(1, torch.tensor([[0, 2], [1, 1], [3, 0]], device=a.device)),
+                torch.zeros(3, 4, dtype=a.dtype, device=a.device).scatter_add(
+                    1, torch.tensor([[0, 0], [3, 1], [2, 2]], device=a.device), a[:, :2]
+                ),
+                a.scatter(0, torch.tensor([[2, 1, 0, 0]], device=a.device), -1.5),
+            ),
+            [r(3, 4)],
+            True,
+            (F32,),
+        ),
+        "index_select_index": (
+            lambda a: (
+                a.index_select(0, idx.to(a.device)),
+                a[idx.to(a.device)],
+                a[:, idx.to(a.device)],
+                a[idx.to(a.device), torch.tensor([0, 1, -1], device=a.device)],
+            ),
+            [r(3, 4)],
+            True,
+            both,
+        ),
+        "index_put": (
+            lambda a, v: (
+                a.index_put((torch.tensor([0, 2, 0], device=a.device),), v, accumulate=True),
+                a.index_put((torch.tensor([1, 2], device=a.device),), v[:2], accumulate=False),
+            ),
+            [r(3, 4), r(3, 4)],
+            True,
+            (F32,),
+        ),
         "embedding": (lambda w: F.embedding(ids.to(w.device), w), [r(6, 3)], True, both),
-        "embedding_padding": (lambda w: F.embedding(ids.to(w.device), w, padding_idx=2), [r(6, 3)], True, (F32,)),
+        "embedding_padding": (
+            lambda w: F.embedding(ids.to(w.device), w, padding_idx=2),
+            [r(6, 3)],
+            True,
+            (F32,),
+        ),
         # factories
-        "factories": (lambda a: (torch.arange(5, device=a.device), torch.arange(0.5, 2.0, 0.25, device=a.device), torch.full((2, 3), 1.5, device=a.device), torch.ones_like(a), torch.zeros(3, device=a.device, dtype=torch.int64)), [r(2, 2)], False, (F32,)),
+        "factories": (
+            lambda a: (
+                torch.arange(5, device=a.device),
+                torch.arange(0.5, 2.0, 0.25, device=a.device),
+                torch.full((2, 3), 1.5, device=a.device),
+                torch.ones_like(a),
+                torch.zeros(3, device=a.device, dtype=torch.int64),
+            ),
+            [r(2, 2)],
+            False,
+            (F32,),
+        ),
     }
     return c
 
@@ -141,8 +420,11 @@ def _flat(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-@pytest.mark.parametrize("name,dtype", [(n, d) for n, (_, _, _, ds) in CASES.items() for d in ds],
-                         ids=lambda v: str(v).replace("torch.", ""))
+@pytest.mark.parametrize(
+    "name,dtype",
+    [(n, d) for n, (_, _, _, ds) in CASES.items() for d in ds],
+    ids=lambda v: str(v).replace("torch.", ""),
+)
 def test_lowering_matches_eager(name, dtype):
     fn, inputs, differentiable, _ = CASES[name]
     cpu_in = [_to(v, dtype, "cpu") for v in inputs]
@@ -161,11 +443,15 @@ def test_lowering_matches_eager(name, dtype):
     if grad_in:
         gen = torch.Generator().manual_seed(1)
         diffs = [(g, e) for g, e in zip(got, ref) if e.requires_grad]
-        cot = [torch.randn(e.shape, generator=gen, dtype=torch.float64).to(e.dtype) for _, e in diffs]
+        cot = [
+            torch.randn(e.shape, generator=gen, dtype=torch.float64).to(e.dtype) for _, e in diffs
+        ]
         leaves_cpu = [t for t in cpu_in if isinstance(t, torch.Tensor) and t.requires_grad]
         leaves_dev = [t for t in dev_in if isinstance(t, torch.Tensor) and t.requires_grad]
         ge = torch.autograd.grad([e for _, e in diffs], leaves_cpu, cot, allow_unused=True)
-        gg = torch.autograd.grad([g for g, _ in diffs], leaves_dev, [c.to(DEV) for c in cot], allow_unused=True)
+        gg = torch.autograd.grad(
+            [g for g, _ in diffs], leaves_dev, [c.to(DEV) for c in cot], allow_unused=True
+        )
         for a, b in zip(gg, ge):
             if b is None:
                 assert a is None

@@ -1,5 +1,6 @@
 """A sweep of common ops (forward) against eager CPU; each runs as an ATen extern or a
 counted fallback inside the lazy graph."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -21,7 +22,9 @@ CASES = {
     "argmax": lambda a, b, i, img: a.argmax(dim=1),
     "cumsum": lambda a, b, i, img: a.cumsum(1),
     "max_dim": lambda a, b, i, img: a.max(dim=0).indices,
-    "gather": lambda a, b, i, img: a.gather(1, torch.zeros(4, 2, dtype=torch.long, device=a.device)),
+    "gather": lambda a, b, i, img: a.gather(
+        1, torch.zeros(4, 2, dtype=torch.long, device=a.device)
+    ),
     "index": lambda a, b, i, img: a[i.clamp(max=3)],
     "embedding": lambda a, b, i, img: F.embedding(i, a),
     "softmax": lambda a, b, i, img: F.softmax(a, -1),
@@ -31,7 +34,9 @@ CASES = {
     "silu": lambda a, b, i, img: F.silu(a),
     "mse": lambda a, b, i, img: F.mse_loss(a, b),
     "bce": lambda a, b, i, img: F.binary_cross_entropy_with_logits(a, (b > 0).float()),
-    "conv": lambda a, b, i, img: F.conv2d(img, torch.ones(4, 3, 3, 3, device=img.device), padding=1),
+    "conv": lambda a, b, i, img: F.conv2d(
+        img, torch.ones(4, 3, 3, 3, device=img.device), padding=1
+    ),
     "max_pool": lambda a, b, i, img: F.max_pool2d(img, 2),
     "avg_pool": lambda a, b, i, img: F.avg_pool2d(img, 2),
     "interpolate": lambda a, b, i, img: F.interpolate(img, scale_factor=2, mode="nearest"),
@@ -45,7 +50,8 @@ CASES = {
     "repeat": lambda a, b, i, img: a.repeat(2, 1),
     "one_hot": lambda a, b, i, img: F.one_hot(i, 4),
     "sdpa": lambda a, b, i, img: F.scaled_dot_product_attention(
-        a.view(1, 2, 2, 6), b.view(1, 2, 2, 6), a.view(1, 2, 2, 6), is_causal=True),
+        a.view(1, 2, 2, 6), b.view(1, 2, 2, 6), a.view(1, 2, 2, 6), is_causal=True
+    ),
     "bool_ops": lambda a, b, i, img: ((a > 0) & (b < 0)) | ~(a > b),
     "int_div": lambda a, b, i, img: (i * 7) // 3 % 4,
     "clone_cl": lambda a, b, i, img: img.contiguous(memory_format=torch.channels_last) * 2,
@@ -74,10 +80,39 @@ def test_detach_and_data_alias_like_eager():
     close(p.detach(), torch.full((3,), 3.0))
 
 
-GRAD_CASES = ["cat", "stack", "where", "topk", "sort", "cumsum", "gather", "index", "softmax",
-              "log_softmax", "layer_norm", "gelu", "silu", "mse", "bce", "conv", "max_pool",
-              "avg_pool", "interpolate", "pad", "einsum", "norm", "var_mean", "flip", "roll",
-              "tril", "repeat", "sdpa", "amax", "chunk_cat", "embedding"]
+GRAD_CASES = [
+    "cat",
+    "stack",
+    "where",
+    "topk",
+    "sort",
+    "cumsum",
+    "gather",
+    "index",
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "gelu",
+    "silu",
+    "mse",
+    "bce",
+    "conv",
+    "max_pool",
+    "avg_pool",
+    "interpolate",
+    "pad",
+    "einsum",
+    "norm",
+    "var_mean",
+    "flip",
+    "roll",
+    "tril",
+    "repeat",
+    "sdpa",
+    "amax",
+    "chunk_cat",
+    "embedding",
+]
 
 
 @pytest.mark.parametrize("name", GRAD_CASES)

@@ -3,6 +3,7 @@ where eager raises, ember raises eager's error at the user's line; where eager a
 the write (fill_, zero_, deprecated masked_fill_/index_put_), ember raises a clear
 error asking for a clone instead of computing a different value. Writes into
 non-overlapping views of an expanded tensor still work as in eager."""
+
 import pytest
 import torch
 
@@ -14,7 +15,9 @@ EAGER_RAISES = {
     "copy_": lambda t: t.copy_(torch.ones(3, 4, device=t.device)),
     "clamp_": lambda t: t.clamp_(0, 1),
     "uniform_": lambda t: t.uniform_(),
-    "addcmul_": lambda t: t.addcmul_(torch.ones(3, 4, device=t.device), torch.ones(3, 4, device=t.device)),
+    "addcmul_": lambda t: t.addcmul_(
+        torch.ones(3, 4, device=t.device), torch.ones(3, 4, device=t.device)
+    ),
     "foreach_add_": lambda t: torch._foreach_add_([t], 1.0),
     "add_out": lambda t: torch.add(torch.ones(3, 4, device=t.device), 1, out=t),
 }

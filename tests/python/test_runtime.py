@@ -1,4 +1,5 @@
 """Hooks and runtime integration: DataLoader pinning and workers, threads, accelerator."""
+
 import threading
 
 import torch

@@ -1,4 +1,5 @@
 """torch.save/torch.load (incl. map_location="ember"), pickle, deepcopy."""
+
 import copy
 import io
 import pickle
@@ -10,8 +11,9 @@ from conftest import DEV, close
 
 
 def _net():
-    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
-                               torch.nn.Linear(8, 2))
+    return torch.nn.Sequential(
+        torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(), torch.nn.Linear(8, 2)
+    )
 
 
 def _trained(model, dev):
@@ -124,8 +126,12 @@ def test_storage_level_ops_raise_instead_of_crashing():
     import pytest
 
     t = torch.arange(6.0).to(DEV)
-    for f in [lambda: copy.deepcopy(t.untyped_storage()), lambda: t.untyped_storage().clone(),
-              lambda: t.untyped_storage().cpu(), lambda: t.untyped_storage().tolist()]:
+    for f in [
+        lambda: copy.deepcopy(t.untyped_storage()),
+        lambda: t.untyped_storage().clone(),
+        lambda: t.untyped_storage().cpu(),
+        lambda: t.untyped_storage().tolist(),
+    ]:
         with pytest.raises(RuntimeError):
             f()
     close(t, torch.arange(6.0))

@@ -1,6 +1,7 @@
 """Storage-level access to ember tensors (issue 4): metadata works, byte access raises
 a clear RuntimeError naming the tensor-level path; nothing crashes and the tensor stays
 readable afterwards."""
+
 import copy
 import pickle
 
@@ -29,7 +30,9 @@ BYTE_ACCESS = {
 def test_untyped_storage_byte_access_raises_clearly(name):
     t = torch.arange(6.0).to(DEV) * 2
     s = t.untyped_storage()
-    with pytest.raises(RuntimeError, match=r"ember: .* not supported for ember tensors.*t\.cpu\(\)"):
+    with pytest.raises(
+        RuntimeError, match=r"ember: .* not supported for ember tensors.*t\.cpu\(\)"
+    ):
         BYTE_ACCESS[name](s)
     torch.testing.assert_close(t.cpu(), torch.arange(6.0) * 2)
 
@@ -41,7 +44,9 @@ def test_storage_metadata_and_typed_storage():
     with pytest.raises(RuntimeError, match="Tensor.storage"):
         t.storage()
     # the supported path: a CPU copy's storage
-    assert t.cpu().untyped_storage().tolist()[:4] == list(torch.arange(6.0).untyped_storage().tolist()[:4])
+    assert t.cpu().untyped_storage().tolist()[:4] == list(
+        torch.arange(6.0).untyped_storage().tolist()[:4]
+    )
     # CPU storages are untouched by the guard
     c = torch.arange(3.0)
     assert c.untyped_storage().cpu().nbytes() == 12 and len(c.storage()) == 3

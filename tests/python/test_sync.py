@@ -1,4 +1,5 @@
 """Sync semantics, the graph cache, scalars as graph inputs, fallbacks, RNG."""
+
 import logging
 import warnings
 
@@ -233,11 +234,17 @@ def test_second_process_compiles_nothing(tmp_path):
     import sys
 
     env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
-    runs = [subprocess.run([sys.executable, "-c", _PROGRAM], env=env, capture_output=True,
-                           text=True, timeout=120) for _ in range(2)]
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _PROGRAM], env=env, capture_output=True, text=True, timeout=120
+        )
+        for _ in range(2)
+    ]
     for r in runs:
         assert r.returncode == 0, r.stderr
-    (loss1, comp1, disk1, cc1, k1), (loss2, comp2, disk2, cc2, k2) = [r.stdout.split() for r in runs]
+    (loss1, comp1, disk1, cc1, k1), (loss2, comp2, disk2, cc2, k2) = [
+        r.stdout.split() for r in runs
+    ]
     assert loss1 == loss2  # identical results
     assert int(comp1) >= 1 and int(disk1) == 0
     assert int(comp2) == 0 and int(disk2) == int(comp1)

@@ -1,5 +1,6 @@
 """Autograd habits of training loops on ember, each against eager CPU, each with a
 bounded number of compiled graphs."""
+
 import threading
 
 import pytest
@@ -7,8 +8,15 @@ import torch
 import torch.nn.functional as F
 
 import ember
-from training_util import (DEV, StepCounter, assert_params_close, fresh_graphs, graphs_built,
-                           mlp, pair)
+from training_util import (
+    DEV,
+    StepCounter,
+    assert_params_close,
+    fresh_graphs,
+    graphs_built,
+    mlp,
+    pair,
+)
 
 
 def _data(n=16, d=10, seed=0):
@@ -55,8 +63,13 @@ def test_no_grad_and_inference_mode():
 
 def test_eval_mode_dropout_and_batchnorm():
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.BatchNorm1d(16),
-                              torch.nn.Dropout(0.5), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    net = torch.nn.Sequential(
+        torch.nn.Linear(10, 16),
+        torch.nn.BatchNorm1d(16),
+        torch.nn.Dropout(0.5),
+        torch.nn.ReLU(),
+        torch.nn.Linear(16, 3),
+    )
     ref, m = pair(net)
     x, y = _data()
     # one training step (batch statistics and running stats update; dropout masks differ
@@ -142,7 +155,8 @@ def test_module_hooks():
         model[0].register_forward_pre_hook(lambda mod, inp: (inp[0] * 0.5,))
         model[2].register_forward_hook(lambda mod, inp, out: out + 1.0)
         model[2].register_full_backward_hook(
-            lambda mod, gin, gout, key=key: rec.__setitem__(key, (gin[0], gout[0])))
+            lambda mod, gin, gout, key=key: rec.__setitem__(key, (gin[0], gout[0]))
+        )
         model[4].register_full_backward_pre_hook(lambda mod, gout: (gout[0] * 2,))
 
     install(ref, "cpu")

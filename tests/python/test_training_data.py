@@ -1,6 +1,7 @@
 """DataLoader habits feeding ember: forked workers (which never touch the parent's device
 state), pinned memory, drop_last either way. Results equal eager CPU fed by the same
 loader; graph counts are bounded by the distinct batch shapes."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -38,7 +39,9 @@ def _train(loader, epochs=2):
         for x, y, forked in loader:
             seen.append((x, forked))
             for model, opt, dev in [(ref, opts[0], "cpu"), (m, opts[1], DEV)]:
-                F.cross_entropy(model(x.to(dev, non_blocking=True)), y.to(dev, non_blocking=True)).backward()
+                F.cross_entropy(
+                    model(x.to(dev, non_blocking=True)), y.to(dev, non_blocking=True)
+                ).backward()
                 opt.step()
                 opt.zero_grad()
         counter.mark()
@@ -77,8 +80,13 @@ def test_pin_memory():
 
 @pytest.mark.parametrize("drop_last", [True, False])
 def test_drop_last(drop_last):
-    loader = DataLoader(_Samples(22), batch_size=5, shuffle=True, drop_last=drop_last,
-                        generator=torch.Generator().manual_seed(3))
+    loader = DataLoader(
+        _Samples(22),
+        batch_size=5,
+        shuffle=True,
+        drop_last=drop_last,
+        generator=torch.Generator().manual_seed(3),
+    )
     counter, seen = _train(loader, epochs=2)
     sizes = [len(x) for x, _ in seen]
     assert sizes == ([5] * 4 if drop_last else [5] * 4 + [2]) * 2

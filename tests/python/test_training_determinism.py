@@ -1,5 +1,6 @@
 """The same training script run twice, in two fresh processes, gives bit-identical
 results (weights, losses, dropout masks through the ember generator, shuffled data)."""
+
 import os
 import subprocess
 import sys
@@ -36,8 +37,9 @@ _SCRIPT = textwrap.dedent("""
 
 def _run(tmp_path, cache):
     env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / cache))
-    out = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("DIGEST")][0]
     _, digest, compiled = line.split()
@@ -46,7 +48,7 @@ def _run(tmp_path, cache):
 
 def test_same_script_twice_is_bit_identical(tmp_path):
     d1, c1 = _run(tmp_path, "cache")
-    d2, c2 = _run(tmp_path, "cache")   # second run: graphs come from the disk cache
-    d3, _ = _run(tmp_path, "other")    # a cold cache computes the same bits
+    d2, c2 = _run(tmp_path, "cache")  # second run: graphs come from the disk cache
+    d3, _ = _run(tmp_path, "other")  # a cold cache computes the same bits
     assert d1 == d2 == d3
     assert c1 >= 1 and c2 == 0, (c1, c2)

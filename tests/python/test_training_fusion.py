@@ -4,6 +4,7 @@ native kernels and only the matmuls stay extern (`ember.dot-general`, run by ATe
 
 The exact figures live in EXPECTED below, one place to update when fusion or codegen
 changes them (docs/architecture.md, "Lowering"); the test prints what it measured."""
+
 import torch
 import torch.nn.functional as F
 
@@ -15,9 +16,9 @@ from training_util import DEV, fresh_graphs, mlp
 # input needs no gradient).
 EXPECTED = {
     "dot_generals": 8,
-    "kernels": 13,        # native kernels (fusions): forward, backward and the AdamW update
+    "kernels": 13,  # native kernels (fusions): forward, backward and the AdamW update
     "interpreted": 0,
-    "extern_ops": 0,      # no ATen op runs as an extern
+    "extern_ops": 0,  # no ATen op runs as an extern
 }
 
 
@@ -37,10 +38,12 @@ def _steady_step_graph():
 def test_mlp_adamw_step_fuses_elementwise_and_keeps_only_matmuls_extern():
     assert ember.config.backend == "cpu"
     g = _steady_step_graph()
-    print(f"\nMLP AdamW step on {g['backend']}: {g['lazy_ops']} lazy ops -> {g['core_nodes']} core "
-          f"nodes; {g['kernels']} kernels (core ops each: {g['kernel_ops']}), "
-          f"{g['extern_steps']} extern steps {g['core_externs']}, {g['interpreted']} interpreted, "
-          f"{g['copy_steps']} copies")
+    print(
+        f"\nMLP AdamW step on {g['backend']}: {g['lazy_ops']} lazy ops -> {g['core_nodes']} core "
+        f"nodes; {g['kernels']} kernels (core ops each: {g['kernel_ops']}), "
+        f"{g['extern_steps']} extern steps {g['core_externs']}, {g['interpreted']} interpreted, "
+        f"{g['copy_steps']} copies"
+    )
     assert g["backend"] == "cpu"
     assert g["lowered_ops"] == g["lazy_ops"] and g["extern_ops"] == EXPECTED["extern_ops"], g
     assert g["externs"] == {}, g

@@ -2,6 +2,7 @@
 the number of micro-batches), a smaller last batch, alternating train/eval phases, pure
 bf16, channels_last convolutions, state_dict round trips and resuming from a checkpoint.
 Each asserts how many distinct graphs it builds."""
+
 import copy
 import io
 
@@ -10,9 +11,19 @@ import torch
 import torch.nn.functional as F
 
 import ember
-from training_util import (DEV, F32_TOL, StepCounter, assert_params_as_accurate_as_eager,
-                           assert_params_close, assert_params_equal, collect,
-                           fresh_graphs, graphs_built, mlp, pair)
+from training_util import (
+    DEV,
+    F32_TOL,
+    StepCounter,
+    assert_params_as_accurate_as_eager,
+    assert_params_close,
+    assert_params_equal,
+    collect,
+    fresh_graphs,
+    graphs_built,
+    mlp,
+    pair,
+)
 
 _TOL = dict(rtol=1e-5, atol=1e-6)
 
@@ -37,8 +48,10 @@ def test_gradient_accumulation_matches_eager_and_memory_is_flat():
     # kept every micro-batch alive would show in the peak
     net = mlp(16, 64, 4)
     g = torch.Generator().manual_seed(0)
-    batches = [(torch.randn(256, 16, generator=g), torch.randint(0, 4, (256,), generator=g))
-               for _ in range(8)]
+    batches = [
+        (torch.randn(256, 16, generator=g), torch.randint(0, 4, (256,), generator=g))
+        for _ in range(8)
+    ]
     peaks, built = {}, {}
     for n in (1, 8):
         ref, m = pair(copy.deepcopy(net))
@@ -46,8 +59,9 @@ def test_gradient_accumulation_matches_eager_and_memory_is_flat():
         opt_m = torch.optim.AdamW(m.parameters(), lr=1e-2)
         lr_ = _accumulate(ref, opt_r, batches, n, "cpu")
         ref64 = copy.deepcopy(net).double()
-        _accumulate(ref64, torch.optim.AdamW(ref64.parameters(), lr=1e-2), batches, n, "cpu",
-                    torch.float64)
+        _accumulate(
+            ref64, torch.optim.AdamW(ref64.parameters(), lr=1e-2), batches, n, "cpu", torch.float64
+        )
         collect()
         fresh_graphs()
         ember.reset_peak_memory_stats()
@@ -91,11 +105,18 @@ def test_alternating_train_and_eval_phases():
     # it is rounding noise (~1e-9) that Adam normalises into steps of +-lr whose signs
     # neither eager nor ember computes meaningfully (it moved 5.5e-3 apart, and the
     # running mean and validation loss with it, while all else agreed to 3e-8).
-    net = torch.nn.Sequential(torch.nn.Linear(10, 32, bias=False), torch.nn.BatchNorm1d(32),
-                              torch.nn.ReLU(), torch.nn.Linear(32, 3))
+    net = torch.nn.Sequential(
+        torch.nn.Linear(10, 32, bias=False),
+        torch.nn.BatchNorm1d(32),
+        torch.nn.ReLU(),
+        torch.nn.Linear(32, 3),
+    )
     ref, m = pair(net)
     g = torch.Generator().manual_seed(1)
-    train = [(torch.randn(16, 10, generator=g), torch.randint(0, 3, (16,), generator=g)) for _ in range(2)]
+    train = [
+        (torch.randn(16, 10, generator=g), torch.randint(0, 3, (16,), generator=g))
+        for _ in range(2)
+    ]
     val = (torch.randn(24, 10, generator=g), torch.randint(0, 3, (24,), generator=g))
     opts = [torch.optim.Adam(mod.parameters(), lr=1e-2) for mod in (ref, m)]
     fresh_graphs()
@@ -111,9 +132,12 @@ def test_alternating_train_and_eval_phases():
             model.eval()
             with torch.no_grad():
                 val_losses[dev if dev == "cpu" else "ember"].append(
-                    F.cross_entropy(model(val[0].to(dev)), val[1].to(dev)).item())
+                    F.cross_entropy(model(val[0].to(dev)), val[1].to(dev)).item()
+                )
         epochs.mark()
-    torch.testing.assert_close(torch.tensor(val_losses["ember"]), torch.tensor(val_losses["cpu"]), **_TOL)
+    torch.testing.assert_close(
+        torch.tensor(val_losses["ember"]), torch.tensor(val_losses["cpu"]), **_TOL
+    )
     assert_params_close(ref, m, **_TOL)
     torch.testing.assert_close(m[1].running_var.cpu(), ref[1].running_var, **_TOL)
     # train (state created), train (steady), eval: no new graph after the first epoch
@@ -146,9 +170,14 @@ def test_pure_bf16_model():
 def test_channels_last_convolutions():
     torch.manual_seed(0)
     net = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-        torch.nn.Conv2d(8, 8, 3, stride=2), torch.nn.ReLU(),
-        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 3),
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, stride=2),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8, 3),
     ).to(memory_format=torch.channels_last)
     ref, m = pair(net)
     assert m[0].weight.is_contiguous(memory_format=torch.channels_last)
@@ -186,7 +215,9 @@ def _steps(model, opt, data, n, dev, sched=None):
 
 def _batches(n=3):
     g = torch.Generator().manual_seed(0)
-    return [(torch.randn(8, 10, generator=g), torch.randint(0, 3, (8,), generator=g)) for _ in range(n)]
+    return [
+        (torch.randn(8, 10, generator=g), torch.randint(0, 3, (8,), generator=g)) for _ in range(n)
+    ]
 
 
 @pytest.mark.parametrize("map_location", [None, "ember"])
@@ -232,8 +263,9 @@ def test_state_dict_round_trips_of_model_and_optimizer(map_location):
 
 
 def _resumable_net():
-    return torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Dropout(0.3),
-                               torch.nn.Linear(32, 3))
+    return torch.nn.Sequential(
+        torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(32, 3)
+    )
 
 
 def _run_with_resume(total, resume_at=None):
@@ -248,8 +280,15 @@ def _run_with_resume(total, resume_at=None):
         return model
     _steps(model, opt, data, resume_at, DEV, sched)
     buf = io.BytesIO()
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                "rng": ember.get_rng_state()}, buf)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "opt": opt.state_dict(),
+            "sched": sched.state_dict(),
+            "rng": ember.get_rng_state(),
+        },
+        buf,
+    )
     del model, opt, sched
     # a new process would start here: other seeds, fresh objects, state from the file
     torch.manual_seed(123)

@@ -1,6 +1,7 @@
 """The headline training loop: a 3-layer MLP trained 10 steps with AdamW on ember
 equals eager CPU, runs each step as one graph, and builds at most 3 distinct graphs
 (step 1 with the optimizer state being created, then the steady step)."""
+
 import torch
 import torch.nn.functional as F
 
@@ -18,7 +19,10 @@ def test_mlp_adamw_10_steps_matches_eager_and_hits_cache():
     steps = StepCounter()
     losses_r, losses_m = [], []
     for _ in range(10):
-        for model, opt, xx, yy, losses in [(ref, opt_r, x, y, losses_r), (m, opt_m, dx, dy, losses_m)]:
+        for model, opt, xx, yy, losses in [
+            (ref, opt_r, x, y, losses_r),
+            (m, opt_m, dx, dy, losses_m),
+        ]:
             loss = F.cross_entropy(model(xx), yy)
             loss.backward()
             opt.step()
@@ -33,4 +37,6 @@ def test_mlp_adamw_10_steps_matches_eager_and_hits_cache():
     # AdamW's sqrt(v) is 1 ulp off in eager (MKL) for ~16% of elements; every other
     # rounding of the step is eager's (training_util.F32_TOL)
     assert_params_close(ref, m, **F32_TOL)
-    torch.testing.assert_close(torch.stack(losses_m).cpu(), torch.stack(losses_r), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        torch.stack(losses_m).cpu(), torch.stack(losses_r), rtol=1e-5, atol=1e-6
+    )

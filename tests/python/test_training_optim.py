@@ -1,19 +1,31 @@
 """Optimizers, zero_grad, LR schedulers and gradient clipping on ember against eager
 CPU. Optimizer state created on the first step costs at most one extra graph (step 1);
 from step 3 on every step is a memory-cache hit of one graph."""
+
 import copy
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from training_util import (DEV, StepCounter, assert_as_accurate_as_eager, assert_params_as_accurate_as_eager,
-                           assert_params_close, fresh_graphs, mlp, pair)
+from training_util import (
+    DEV,
+    StepCounter,
+    assert_as_accurate_as_eager,
+    assert_params_as_accurate_as_eager,
+    assert_params_close,
+    fresh_graphs,
+    mlp,
+    pair,
+)
 
 OPTIMIZERS = {
     "sgd": (torch.optim.SGD, dict(lr=0.05)),
     "sgd_momentum": (torch.optim.SGD, dict(lr=0.05, momentum=0.9, dampening=0.1)),
-    "sgd_nesterov": (torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-2)),
+    "sgd_nesterov": (
+        torch.optim.SGD,
+        dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-2),
+    ),
     "adam": (torch.optim.Adam, dict(lr=1e-2)),
     "adam_amsgrad": (torch.optim.Adam, dict(lr=1e-2, amsgrad=True, weight_decay=1e-2)),
     "adamw": (torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.1)),
@@ -89,8 +101,9 @@ def test_optimizer_matches_eager(name, foreach):
 def test_zero_grad(set_to_none):
     torch.manual_seed(0)
     ref, m = pair(mlp())
-    counter, _, _ = _train(ref, m, lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), 5,
-                           set_to_none=set_to_none)
+    counter, _, _ = _train(
+        ref, m, lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), 5, set_to_none=set_to_none
+    )
     assert_params_close(ref, m, **_TOL)
     for p in m.parameters():
         if set_to_none:
@@ -129,7 +142,9 @@ def test_clip_grad_norm(foreach):
     torch.manual_seed(0)
     ref, m = pair(mlp())
     clip = lambda ps: torch.nn.utils.clip_grad_norm_(ps, max_norm=0.5, foreach=foreach)  # noqa: E731
-    counter, norms, _ = _train(ref, m, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 5, clip=clip)
+    counter, norms, _ = _train(
+        ref, m, lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), 5, clip=clip
+    )
     assert_params_close(ref, m, **_TOL)
     assert all(n.device.type == "ember" for n in norms[1])
     torch.testing.assert_close(torch.stack(norms[1]).cpu(), torch.stack(norms[0]).detach(), **_TOL)

@@ -9,6 +9,7 @@ ember (cpu backend) against eager CPU.
   The expected counts live in EXPECTED_STEP_GRAPH below (update them there when the
   fusion changes).
 """
+
 import copy
 import re
 import importlib.util
@@ -23,7 +24,9 @@ from conftest import DEV
 from training_util import fresh_graphs, graphs_built
 
 _spec = importlib.util.spec_from_file_location(
-    "transformer_block_bench", pathlib.Path(__file__).resolve().parents[2] / "bench" / "transformer_block.py")
+    "transformer_block_bench",
+    pathlib.Path(__file__).resolve().parents[2] / "bench" / "transformer_block.py",
+)
 tb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tb)
 
@@ -65,8 +68,10 @@ def _setup(steps):
     dev = copy.deepcopy(ref).to(DEV)
     x = torch.randn(BATCH, SEQ, DIM)
     target = torch.randn(BATCH, SEQ, DIM)
-    return ((ref, *tb.make_trainer(ref, steps), x, target),
-            (dev, *tb.make_trainer(dev, steps), x.to(DEV), target.to(DEV)))
+    return (
+        (ref, *tb.make_trainer(ref, steps), x, target),
+        (dev, *tb.make_trainer(dev, steps), x.to(DEV), target.to(DEV)),
+    )
 
 
 def test_block_trains_like_eager_with_a_fixed_graph_count(cpu_backend):
@@ -82,7 +87,9 @@ def test_block_trains_like_eager_with_a_fixed_graph_count(cpu_backend):
     assert built_after[-1] == built_after[1], f"graphs built per step: {built_after}"
     c = ember.metrics.counters()
     assert not c["lowering_errors"], c["lowering_errors"]
-    assert not any("scaled_dot_product_attention" in k for k in c["lowering_declined"]), c["lowering_declined"]
+    assert not any("scaled_dot_product_attention" in k for k in c["lowering_declined"]), c[
+        "lowering_declined"
+    ]
 
 
 def _top_level_ops(ir_text):
@@ -114,8 +121,13 @@ def test_block_step_graph_leaves_only_matmuls_extern(cpu_backend, tmp_path, monk
     dumps = sorted(tmp_path.glob("*.after.ir"), key=lambda p: p.stat().st_size)
     assert dumps, "EMBER_DEBUG_DIR got no dump"
     ops = _top_level_ops(dumps[-1].read_text())
-    assert sum(op == "dot-general" for op, _ in ops) == EXPECTED_STEP_GRAPH["core_externs"]["ember.dot-general"]
-    assert {op for op, _ in ops} <= EXPECTED_STEP_GRAPH["top_level_ops"], sorted({op for op, _ in ops})
+    assert (
+        sum(op == "dot-general" for op, _ in ops)
+        == EXPECTED_STEP_GRAPH["core_externs"]["ember.dot-general"]
+    )
+    assert {op for op, _ in ops} <= EXPECTED_STEP_GRAPH["top_level_ops"], sorted(
+        {op for op, _ in ops}
+    )
     for lazy_op, n in EXPECTED_STEP_GRAPH["attention_kernels"].items():
         got = sum(op == "fusion" and meta.startswith(lazy_op) for op, meta in ops)
         assert got == n, f"{lazy_op}: {got} kernels, expected {n}"

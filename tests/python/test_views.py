@@ -1,4 +1,5 @@
 """Views and in-place ops behave exactly as eager (functionalization)."""
+
 import pytest
 import torch
 
@@ -23,23 +24,26 @@ def test_view_sees_base_writes_and_base_sees_view_writes():
     close(vd, va)
 
 
-@pytest.mark.parametrize("name,f", [
-    ("split", lambda t: t.split(2)[1]),
-    ("chunk", lambda t: t.chunk(3, dim=1)[0]),
-    ("unbind", lambda t: t.unbind(0)[2]),
-    ("narrow", lambda t: t.narrow(1, 1, 3)),
-    ("select", lambda t: t.select(1, 2)),
-    ("diagonal", lambda t: t.diagonal()),
-    ("transpose", lambda t: t.transpose(0, 1)),
-    ("expand", lambda t: t[:, :1].expand(4, 3)),
-    ("view", lambda t: t.view(2, 10)),
-    ("reshape", lambda t: t.reshape(20)),
-    ("flatten", lambda t: t.flatten()),
-    ("unsqueeze", lambda t: t.unsqueeze(0)),
-    ("slice_step", lambda t: t[::2, 1::2]),
-    ("t", lambda t: t.t()),
-    ("permute", lambda t: t.permute(1, 0)),
-])
+@pytest.mark.parametrize(
+    "name,f",
+    [
+        ("split", lambda t: t.split(2)[1]),
+        ("chunk", lambda t: t.chunk(3, dim=1)[0]),
+        ("unbind", lambda t: t.unbind(0)[2]),
+        ("narrow", lambda t: t.narrow(1, 1, 3)),
+        ("select", lambda t: t.select(1, 2)),
+        ("diagonal", lambda t: t.diagonal()),
+        ("transpose", lambda t: t.transpose(0, 1)),
+        ("expand", lambda t: t[:, :1].expand(4, 3)),
+        ("view", lambda t: t.view(2, 10)),
+        ("reshape", lambda t: t.reshape(20)),
+        ("flatten", lambda t: t.flatten()),
+        ("unsqueeze", lambda t: t.unsqueeze(0)),
+        ("slice_step", lambda t: t[::2, 1::2]),
+        ("t", lambda t: t.t()),
+        ("permute", lambda t: t.permute(1, 0)),
+    ],
+)
 def test_views_alias_input(name, f):
     a, d = pair(4, 5)
     va, vd = f(a), f(d)
@@ -80,8 +84,19 @@ def test_data_rebinding_breaks_aliasing():
     close(vd, va)  # the old view keeps the old values
 
 
-@pytest.mark.parametrize("op", ["index_put_", "masked_fill_", "copy_slice", "setitem",
-                                "index_add_", "scatter_", "clamp_", "bool_mask_set"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "index_put_",
+        "masked_fill_",
+        "copy_slice",
+        "setitem",
+        "index_add_",
+        "scatter_",
+        "clamp_",
+        "bool_mask_set",
+    ],
+)
 def test_inplace_on_slices(op):
     a, d = pair(5, 6)
     idx = torch.tensor([0, 3])

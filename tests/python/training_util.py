@@ -6,6 +6,7 @@ before: `fresh_graphs()` empties the in-memory graph cache, so a graph that an e
 test already built is found in the disk cache (`disk_cache_hits`) instead of being a
 silent memory hit; `graphs_built()` = `graphs_compiled` + `disk_cache_hits`.
 """
+
 import copy
 import gc
 
@@ -58,9 +59,12 @@ class StepCounter:
 
 def mlp(d_in=10, hidden=32, d_out=3):
     return torch.nn.Sequential(
-        torch.nn.Linear(d_in, hidden), torch.nn.ReLU(),
-        torch.nn.Linear(hidden, hidden), torch.nn.Tanh(),
-        torch.nn.Linear(hidden, d_out))
+        torch.nn.Linear(d_in, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.Tanh(),
+        torch.nn.Linear(hidden, d_out),
+    )
 
 
 def pair(model):
@@ -72,8 +76,9 @@ def assert_params_close(ref, m, **kw):
     ref_p = dict(ref.named_parameters())
     for name, p in m.named_parameters():
         assert p.device.type == "ember", name
-        torch.testing.assert_close(p.detach().cpu(), ref_p[name].detach(),
-                                   msg=lambda m, name=name: f"{name}: {m}", **kw)
+        torch.testing.assert_close(
+            p.detach().cpu(), ref_p[name].detach(), msg=lambda m, name=name: f"{name}: {m}", **kw
+        )
 
 
 # Where ember and eager differ in the last bits and no formula change removes it
@@ -110,7 +115,8 @@ def assert_as_accurate_as_eager(x, r, t, what, *, rtol=1e-5, atol=1e-6):
         f"{what}: {int(bad.sum())} elements differ from eager by up to "
         f"{(x - r).abs()[bad].max().item():.3g} and from float64 by up to "
         f"{(x - t).abs()[bad].max().item():.3g}, over twice eager's largest float32 error "
-        f"{eager_err.item():.3g}")
+        f"{eager_err.item():.3g}"
+    )
 
 
 def assert_params_as_accurate_as_eager(ref, m, ref64, **tol):

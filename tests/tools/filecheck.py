@@ -14,6 +14,7 @@ A pattern is literal text, except that {{regex}} is a Python regex and a run
 of spaces matches any run of horizontal whitespace. Exit code 0 on success,
 1 with a message naming the failing directive otherwise.
 """
+
 import re
 import sys
 
@@ -37,14 +38,16 @@ def compile_pattern(pat):
             parts.append(re.escape(chunk))
         if start < 0:
             break
-        parts.append("(?:" + pat[start + 2:end] + ")")
+        parts.append("(?:" + pat[start + 2 : end] + ")")
         pos = end + 2
     return re.compile("".join(parts), re.MULTILINE)
 
 
 def read_directives(path, prefix):
     kinds = ("NEXT", "SAME", "NOT", "EMPTY")
-    rx = re.compile(r"(?:^|[^A-Za-z0-9_-])" + re.escape(prefix) + r"(?:-(" + "|".join(kinds) + r"))?:(.*)$")
+    rx = re.compile(
+        r"(?:^|[^A-Za-z0-9_-])" + re.escape(prefix) + r"(?:-(" + "|".join(kinds) + r"))?:(.*)$"
+    )
     directives = []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
@@ -97,12 +100,14 @@ def main(argv):
 
     def fail(kind, pat, lineno, why):
         label = prefix if kind == "CHECK" else prefix + "-" + kind
-        sys.stderr.write("%s:%d: error: %s: %s\n  pattern: %s\n--- input was ---\n%s--- end of input ---\n"
-                         % (path, lineno, label, why, pat, text))
+        sys.stderr.write(
+            "%s:%d: error: %s: %s\n  pattern: %s\n--- input was ---\n%s--- end of input ---\n"
+            % (path, lineno, label, why, pat, text)
+        )
         return 1
 
-    pos = 0           # end of the previous match
-    last_line = -1    # line of the previous match (-1: none yet)
+    pos = 0  # end of the previous match
+    last_line = -1  # line of the previous match (-1: none yet)
     pending_not = []  # CHECK-NOTs waiting for the next positive match
     for kind, pat, lineno in directives:
         if kind == "NOT":

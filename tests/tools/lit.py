@@ -14,6 +14,7 @@ continues the command on the next RUN line). In a command:
 Commands run under `bash -o pipefail`. A test passes when all its RUN lines
 exit 0. Prints one line per test and a summary; exit 1 if any test failed.
 """
+
 import os
 import re
 import shlex
@@ -49,11 +50,14 @@ def main(argv):
     name_filter = argv[4] if len(argv) > 4 else ""
     example = os.path.join(os.path.dirname(opt), "ember-example")
     here = os.path.dirname(os.path.abspath(__file__))
-    filecheck = "%s %s" % (shlex.quote(sys.executable), shlex.quote(os.path.join(here, "filecheck.py")))
+    filecheck = "%s %s" % (
+        shlex.quote(sys.executable),
+        shlex.quote(os.path.join(here, "filecheck.py")),
+    )
     prelude = (
         "set -o pipefail\n"
-        "not() { \"$@\"; local rc=$?; if [ $rc -ne 1 ]; then "
-        "echo \"not: expected exit status 1, got $rc: $*\" >&2; return 1; fi; return 0; }\n"
+        'not() { "$@"; local rc=$?; if [ $rc -ne 1 ]; then '
+        'echo "not: expected exit status 1, got $rc: $*" >&2; return 1; fi; return 0; }\n'
     )
     tests = sorted(f for f in os.listdir(tests_dir) if f.endswith(".ir") and name_filter in f)
     if not tests:
@@ -69,14 +73,17 @@ def main(argv):
             continue
         ok = True
         for cmd in cmds:
-            full = (cmd.replace("%ember-example", shlex.quote(example))
-                       .replace("%ember-opt", shlex.quote(opt))
-                       .replace("%ember-run", shlex.quote(run))
-                       .replace("%s", shlex.quote(path)))
+            full = (
+                cmd.replace("%ember-example", shlex.quote(example))
+                .replace("%ember-opt", shlex.quote(opt))
+                .replace("%ember-run", shlex.quote(run))
+                .replace("%s", shlex.quote(path))
+            )
             full = re.sub(r"\bFileCheck\b", lambda _: filecheck, full)
             try:
-                r = subprocess.run(["bash", "-c", prelude + full], capture_output=True, text=True,
-                                   timeout=60)
+                r = subprocess.run(
+                    ["bash", "-c", prelude + full], capture_output=True, text=True, timeout=60
+                )
                 rc, out, err = r.returncode, r.stdout, r.stderr
             except subprocess.TimeoutExpired:
                 rc, out, err = -1, "", "timed out after 60 s"

@@ -81,8 +81,8 @@ ParallelFor ThreadParallelFor(int threads = 0);
 
 // Generated source of one kernel.
 struct KernelSource {
-  std::string name;         // ember_fused_mul_add_exp_reduce_0
-  std::string code;         // complete C++ translation unit
+  std::string name;  // ember_fused_mul_add_exp_reduce_0
+  std::string code;  // complete C++ translation unit
   // `code` without its header comment and ember_kernel_abi_version: the
   // prelude + vector-math declarations (the same for every kernel emitted
   // with the same vector_math), and the kernel's own part (its anonymous
@@ -115,7 +115,7 @@ class CompiledKernel {
 
   const std::string& name() const { return source_.name; }
   const std::string& source() const { return source_.code; }
-  const std::string& cache_key() const { return key_; }   // 64 hex digits
+  const std::string& cache_key() const { return key_; }    // 64 hex digits
   const std::string& so_path() const { return so_path_; }  // the cached shared object
   const std::vector<Shape>& parameter_shapes() const { return parameter_shapes_; }
   const std::vector<Shape>& output_shapes() const { return output_shapes_; }
@@ -160,12 +160,12 @@ std::vector<StatusOr<std::shared_ptr<CompiledKernel>>> CompileKernels(
 
 // Process-wide counters.
 struct CodegenStats {
-  int64_t compiles = 0;        // system compiler runs that built kernels
-  int64_t kernels_built = 0;   // kernels those runs built (a batch run builds several)
-  int64_t disk_hits = 0;       // kernels loaded from a verified disk-cache entry
-  int64_t memory_hits = 0;     // kernels found already loaded in this process
-  int64_t corrupt_entries = 0; // disk entries that failed verification (deleted, rebuilt)
-  double compile_seconds = 0;  // wall time spent in the system compiler
+  int64_t compiles = 0;         // system compiler runs that built kernels
+  int64_t kernels_built = 0;    // kernels those runs built (a batch run builds several)
+  int64_t disk_hits = 0;        // kernels loaded from a verified disk-cache entry
+  int64_t memory_hits = 0;      // kernels found already loaded in this process
+  int64_t corrupt_entries = 0;  // disk entries that failed verification (deleted, rebuilt)
+  double compile_seconds = 0;   // wall time spent in the system compiler
 };
 CodegenStats GetCodegenStats();
 void ResetCodegenStats();

@@ -17,9 +17,9 @@
 namespace ember {
 
 struct ExternCall {
-  const Node* node = nullptr;                 // the custom-call (or op) being run
+  const Node* node = nullptr;  // the custom-call (or op) being run
   std::vector<const Literal*> inputs;
-  std::vector<Literal*> outputs;              // preallocated, shapes from the node
+  std::vector<Literal*> outputs;  // preallocated, shapes from the node
 };
 
 using ExternKernel = std::function<Status(ExternCall&)>;

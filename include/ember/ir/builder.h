@@ -45,8 +45,8 @@ struct DotDims {
 };
 
 struct ConvConfig {
-  std::vector<int64_t> window_strides;  // per spatial dim; default 1
-  std::vector<int64_t> padding_low, padding_high;  // default 0
+  std::vector<int64_t> window_strides;              // per spatial dim; default 1
+  std::vector<int64_t> padding_low, padding_high;   // default 0
   std::vector<int64_t> lhs_dilation, rhs_dilation;  // default 1
   int64_t feature_group_count = 1;
 };
@@ -113,8 +113,8 @@ class GraphBuilder {
   NodeId DynamicUpdateSlice(NodeId x, NodeId update, std::vector<NodeId> start_indices);
   NodeId Concatenate(std::vector<NodeId> xs, int64_t dimension);
   // low/high may be negative (cropping); interior >= 0.
-  NodeId Pad(NodeId x, NodeId padding_value, std::vector<int64_t> low,
-             std::vector<int64_t> high, std::vector<int64_t> interior);
+  NodeId Pad(NodeId x, NodeId padding_value, std::vector<int64_t> low, std::vector<int64_t> high,
+             std::vector<int64_t> interior);
   NodeId Reverse(NodeId x, std::vector<int64_t> dimensions);
   NodeId Gather(NodeId operand, NodeId indices, const GatherDims& dims,
                 std::vector<int64_t> slice_sizes);

@@ -46,18 +46,26 @@ std::string_view DTypeName(DType t);
 std::optional<DType> ParseDType(std::string_view name);
 int DTypeSize(DType t);  // bytes per element
 
-bool IsFloat(DType t);          // f16, bf16, f32, f64
-bool IsComplex(DType t);        // c64, c128
-bool IsSignedInt(DType t);      // s8..s64
-bool IsUnsignedInt(DType t);    // u8..u64
+bool IsFloat(DType t);        // f16, bf16, f32, f64
+bool IsComplex(DType t);      // c64, c128
+bool IsSignedInt(DType t);    // s8..s64
+bool IsUnsignedInt(DType t);  // u8..u64
 inline bool IsInteger(DType t) { return IsSignedInt(t) || IsUnsignedInt(t); }
 inline bool IsPred(DType t) { return t == DType::kPred; }
 int BitWidth(DType t);  // 8 * DTypeSize
 
 // ---- 16-bit floats --------------------------------------------------------
 
-inline float BitsToFloat(uint32_t b) { float f; std::memcpy(&f, &b, 4); return f; }
-inline uint32_t FloatToBits(float f) { uint32_t b; std::memcpy(&b, &f, 4); return b; }
+inline float BitsToFloat(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+inline uint32_t FloatToBits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
 
 // f32 -> bf16, round to nearest even; NaN stays a quiet NaN.
 inline uint16_t FloatToBF16(float f) {

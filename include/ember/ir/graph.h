@@ -45,7 +45,7 @@ class Attrs {
 
   int64_t GetInt(const std::string& key, int64_t def = 0) const;
   double GetFloat(const std::string& key, double def = 0) const;
-  const std::string& GetString(const std::string& key) const;  // "" if absent
+  const std::string& GetString(const std::string& key) const;         // "" if absent
   const std::vector<int64_t>& GetInts(const std::string& key) const;  // {} if absent
 
   const std::map<std::string, AttrValue>& map() const { return map_; }
@@ -138,7 +138,7 @@ Status Verify(const Graph& g);
 // (multi-output fusion is a later tier), and `kind` agrees with it (`loop`:
 // no reduction op in the body, `input`: at least one reduce). Does not
 // verify the body itself. InvalidArgument naming the mismatch.
-Status CheckFusionBody(const std::vector<Shape>& operands, const Graph* body,
-                       const Shape& result, const std::string& kind);
+Status CheckFusionBody(const std::vector<Shape>& operands, const Graph* body, const Shape& result,
+                       const std::string& kind);
 
 }  // namespace ember

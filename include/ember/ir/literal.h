@@ -63,8 +63,14 @@ class Literal {
   }
   void* data() { return external_ ? external_ : bytes_.data(); }
   const void* data() const { return external_ ? external_ : bytes_.data(); }
-  template <typename T> T* data_as() { return reinterpret_cast<T*>(data()); }
-  template <typename T> const T* data_as() const { return reinterpret_cast<const T*>(data()); }
+  template <typename T>
+  T* data_as() {
+    return reinterpret_cast<T*>(data());
+  }
+  template <typename T>
+  const T* data_as() const {
+    return reinterpret_cast<const T*>(data());
+  }
 
   std::vector<Literal>& tuple_elements() { return tuple_; }
   const std::vector<Literal>& tuple_elements() const { return tuple_; }

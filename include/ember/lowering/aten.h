@@ -52,25 +52,30 @@ namespace ember::lowering {
 
 // A tensor operand: a value already in the graph being built.
 struct TensorArg {
-  NodeId value = kInvalidNode;   // shape (dtype, sizes), dense row-major
+  NodeId value = kInvalidNode;  // shape (dtype, sizes), dense row-major
   DType dtype = DType::kF32;
   std::vector<int64_t> sizes;
-  bool wrapped_number = false;   // a Python number wrapped as a 0-d CPU tensor
+  bool wrapped_number = false;  // a Python number wrapped as a 0-d CPU tensor
 };
 
 // A `Scalar` / `float` / `Scalar[]` element: a 0-d graph input.
 struct ScalarArg {
   enum class Kind : uint8_t { kBool, kInt, kFloat };
-  NodeId value = kInvalidNode;   // 0-d: pred (kBool), s64 (kInt), f64 (kFloat)
+  NodeId value = kInvalidNode;  // 0-d: pred (kBool), s64 (kInt), f64 (kFloat)
   Kind kind = Kind::kFloat;
 };
 
 // One argument of the schema, in schema order.
 struct Arg {
   enum class Kind : uint8_t {
-    kNone,        // None (an absent optional of any type)
-    kBool, kInt, kIntList, kBoolList, kDoubleList, kString,
-    kDType,       // ScalarType (an IR dtype); torch dtypes without one: kOther
+    kNone,  // None (an absent optional of any type)
+    kBool,
+    kInt,
+    kIntList,
+    kBoolList,
+    kDoubleList,
+    kString,
+    kDType,  // ScalarType (an IR dtype); torch dtypes without one: kOther
     kTensor,
     kTensorList,  // Tensor[] and Tensor?[] (absent elements: nullopt)
     kScalar,      // Scalar, float (graph inputs)
@@ -103,7 +108,7 @@ struct OutputMeta {
 struct AtenCall {
   // "aten::add.Tensor", "aten::relu" (no overload: no dot), "aten::_foreach_add.List".
   std::string op;
-  std::vector<Arg> args;          // schema order; defaults filled in
+  std::vector<Arg> args;            // schema order; defaults filled in
   std::vector<OutputMeta> outputs;  // one per returned tensor (Tensor[] returns flattened)
   // Random ops: (seed, offset) as 0-d u64 graph inputs, and a stream number
   // unique to this op within the graph (for RngUniform/RngNormal).
@@ -127,7 +132,7 @@ class LoweringTable {
   static const LoweringTable& Get();
   // nullptr when the op has no entry.
   LowerFn Find(const std::string& op) const;
-  std::vector<std::string> ops() const;  // sorted
+  std::vector<std::string> ops() const;         // sorted
   void Add(const std::string& op, LowerFn fn);  // replaces an earlier entry
 
  private:

@@ -81,10 +81,10 @@ void ClearBufferCache();
 
 // Process-wide buffer accounting (all threads; atomics).
 struct BufferStats {
-  int64_t bytes_in_use = 0;      // bytes of live buffers
-  int64_t peak_bytes_in_use = 0; // max of bytes_in_use since start or last ResetPeak
-  int64_t live_buffers = 0;      // number of live Buffer objects
-  int64_t total_allocations = 0; // Buffers ever created
+  int64_t bytes_in_use = 0;       // bytes of live buffers
+  int64_t peak_bytes_in_use = 0;  // max of bytes_in_use since start or last ResetPeak
+  int64_t live_buffers = 0;       // number of live Buffer objects
+  int64_t total_allocations = 0;  // Buffers ever created
 };
 BufferStats GetBufferStats();
 // Adds `delta` bytes (negative to release) of device data held outside

@@ -1,4 +1,5 @@
 """``python -m ember.bench``: see ``ember.bench.cli``."""
+
 import sys
 
 from .cli import main

@@ -20,6 +20,7 @@ own virtual environment through the worker).
 
 Imports only torch at module level (the workers load this file by path without ember).
 """
+
 from __future__ import annotations
 
 import copy

@@ -11,6 +11,7 @@
 Both run on torch's intra-op thread pool (``torch.get_num_threads()`` threads), the pool
 eager and Inductor use. Returns plain dicts (units in the key names).
 """
+
 from __future__ import annotations
 
 import time
@@ -31,9 +32,11 @@ def triad(n: int = 1 << 25, reps: int = 10) -> dict:
         times.append(time.perf_counter() - t0)
     nbytes = 3 * n * a.element_size()
     times.sort()
-    return {"triad_gb_per_s": nbytes / times[0] / 1e9,
-            "triad_median_gb_per_s": nbytes / times[len(times) // 2] / 1e9,
-            "elements": n}
+    return {
+        "triad_gb_per_s": nbytes / times[0] / 1e9,
+        "triad_median_gb_per_s": nbytes / times[len(times) // 2] / 1e9,
+        "elements": n,
+    }
 
 
 def gemm(n: int = 2048, reps: int = 5) -> dict:
@@ -48,18 +51,24 @@ def gemm(n: int = 2048, reps: int = 5) -> dict:
         torch.mm(x, y, out=out)
         times.append(time.perf_counter() - t0)
     times.sort()
-    flops = 2.0 * n ** 3
-    return {"gemm_gflop_per_s": flops / times[0] / 1e9,
-            "gemm_median_gflop_per_s": flops / times[len(times) // 2] / 1e9, "n": n}
+    flops = 2.0 * n**3
+    return {
+        "gemm_gflop_per_s": flops / times[0] / 1e9,
+        "gemm_median_gflop_per_s": flops / times[len(times) // 2] / 1e9,
+        "n": n,
+    }
 
 
 def measure(quick: bool = False) -> dict:
     """Both ceilings (smaller/fewer repetitions when `quick`)."""
     t = triad(1 << (23 if quick else 25), 5 if quick else 10)
     g = gemm(1024 if quick else 2048, 3 if quick else 5)
-    return {"triad_gb_per_s": t["triad_gb_per_s"],
-            "triad_median_gb_per_s": t["triad_median_gb_per_s"],
-            "triad_elements": t["elements"],
-            "gemm_gflop_per_s": g["gemm_gflop_per_s"],
-            "gemm_median_gflop_per_s": g["gemm_median_gflop_per_s"],
-            "gemm_n": g["n"], "threads": torch.get_num_threads()}
+    return {
+        "triad_gb_per_s": t["triad_gb_per_s"],
+        "triad_median_gb_per_s": t["triad_median_gb_per_s"],
+        "triad_elements": t["elements"],
+        "gemm_gflop_per_s": g["gemm_gflop_per_s"],
+        "gemm_median_gflop_per_s": g["gemm_median_gflop_per_s"],
+        "gemm_n": g["n"],
+        "threads": torch.get_num_threads(),
+    }

@@ -9,6 +9,7 @@ by the timing phase (all backends interleaved in this process with the warm cach
 ``timing.py``); the optional PyTorch/XLA column (``xla.py``); the ceilings again. The
 markdown table goes to stdout, progress to stderr. Method and setup: docs/benchmarks.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,28 +46,58 @@ def _csv(s: str) -> list:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m ember.bench", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true",
-                   help=f"smaller sizes and fewer repeats; models {','.join(QUICK_MODELS)} "
-                        "unless --models is given (within 4 minutes on 2 cores)")
-    p.add_argument("--models", type=_csv, default=None,
-                   help=f"comma-separated, from {','.join(models.MODEL_NAMES)} "
-                        f"(default: {','.join(DEFAULT_MODELS)})")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smaller sizes and fewer repeats; models {','.join(QUICK_MODELS)} "
+        "unless --models is given (within 4 minutes on 2 cores)",
+    )
+    p.add_argument(
+        "--models",
+        type=_csv,
+        default=None,
+        help=f"comma-separated, from {','.join(models.MODEL_NAMES)} "
+        f"(default: {','.join(DEFAULT_MODELS)})",
+    )
     p.add_argument("--modes", type=_csv, default=["train", "inference"])
-    p.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
-                   help=f"comma-separated, from {','.join(DEFAULT_BACKENDS)}")
-    p.add_argument("--scale", choices=models.SCALES, default=None,
-                   help="model sizes (default: full, or quick with --quick; tiny is for tests)")
-    p.add_argument("--repeats", type=int, default=None, help="the most interleaved timing rounds (default: as many as the "
-                   "timing budget allows, up to 500)")
-    p.add_argument("--no-cost", action="store_true",
-                   help="skip the fresh-process cost phase (no compile/RSS figures)")
-    p.add_argument("--timeout", type=float, default=1800.0,
-                   help="seconds before a fresh cost process is killed")
+    p.add_argument(
+        "--backends",
+        type=_csv,
+        default=list(DEFAULT_BACKENDS),
+        help=f"comma-separated, from {','.join(DEFAULT_BACKENDS)}",
+    )
+    p.add_argument(
+        "--scale",
+        choices=models.SCALES,
+        default=None,
+        help="model sizes (default: full, or quick with --quick; tiny is for tests)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="the most interleaved timing rounds (default: as many as the "
+        "timing budget allows, up to 500)",
+    )
+    p.add_argument(
+        "--no-cost",
+        action="store_true",
+        help="skip the fresh-process cost phase (no compile/RSS figures)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        help="seconds before a fresh cost process is killed",
+    )
     p.add_argument("--json", dest="json_path", help="write the JSON document here")
     p.add_argument("--markdown", help="write the markdown table here")
     p.add_argument("--plot", help="write the PNG bar chart of ratios to eager here")
-    p.add_argument("--torch-xla-venv", help="a virtual environment with torch_xla (its own "
-                   "torch): adds the PyTorch/XLA column (PJRT_DEVICE=CPU)")
+    p.add_argument(
+        "--torch-xla-venv",
+        help="a virtual environment with torch_xla (its own "
+        "torch): adds the PyTorch/XLA column (PJRT_DEVICE=CPU)",
+    )
     a = p.parse_args(argv)
     a.scale = a.scale or ("quick" if a.quick else "full")
     a.models = a.models or list(QUICK_MODELS if a.quick else DEFAULT_MODELS)
@@ -107,11 +138,26 @@ def _checks_ok(checks, ref) -> tuple:
 
 
 def _result(model, mode, backend, tim, cst, eager_checks, bytes_moved, triad):
-    r = {"model": model, "mode": mode, "backend": backend, "median_s": None,
-         "ratio_to_eager": None, "ratio_to_inductor": None, "cold_compile_s": None,
-         "warm_start_s": None, "peak_rss_mb": None, "numerics_ok": None, "min_s": None,
-         "max_s": None, "repeats": 0, "numerics_max_diff": None, "status": "ok",
-         "gb_per_s": None, "triad_fraction": None, "notes": []}
+    r = {
+        "model": model,
+        "mode": mode,
+        "backend": backend,
+        "median_s": None,
+        "ratio_to_eager": None,
+        "ratio_to_inductor": None,
+        "cold_compile_s": None,
+        "warm_start_s": None,
+        "peak_rss_mb": None,
+        "numerics_ok": None,
+        "min_s": None,
+        "max_s": None,
+        "repeats": 0,
+        "numerics_max_diff": None,
+        "status": "ok",
+        "gb_per_s": None,
+        "triad_fraction": None,
+        "notes": [],
+    }
     oks, diffs = [], []
     if cst is not None:
         r["cold_compile_s"], r["warm_start_s"] = cst["cold_compile_s"], cst["warm_start_s"]
@@ -122,21 +168,27 @@ def _result(model, mode, backend, tim, cst, eager_checks, bytes_moved, triad):
         for proc in ("cold", "warm"):
             run = cst.get(proc) or {}
             if run.get("status") == "ok":
-                r["processes"][proc] = {k: run.get(k) for k in (
-                    "wall_s", "cpu_s", "import_s", "setup_s", "step_s", "peak_rss_mb")}
+                r["processes"][proc] = {
+                    k: run.get(k)
+                    for k in ("wall_s", "cpu_s", "import_s", "setup_s", "step_s", "peak_rss_mb")
+                }
                 ok, d = _checks_ok(run["checks"], eager_checks)
                 if ok is not None:
                     oks.append(ok)
                     diffs.append(d)
         if (cst.get("cold") or {}).get("ember"):
             e = cst["cold"]["ember"]
-            note = (f"ember {e.get('backend')}: {e['graphs_compiled']} graphs compiled, "
-                    f"{e['fallbacks']} fallbacks")
+            note = (
+                f"ember {e.get('backend')}: {e['graphs_compiled']} graphs compiled, "
+                f"{e['fallbacks']} fallbacks"
+            )
             g = e.get("last_graph")
             if g:
-                note += (f"; last graph: {g.get('kernels')} kernels, {g.get('extern_steps')} "
-                         f"extern steps, {g.get('interpreted')} interpreted, "
-                         f"{g.get('declined')} declined lowerings")
+                note += (
+                    f"; last graph: {g.get('kernels')} kernels, {g.get('extern_steps')} "
+                    f"extern steps, {g.get('interpreted')} interpreted, "
+                    f"{g.get('declined')} declined lowerings"
+                )
             r["notes"].append(note)
     if tim is not None:
         if tim["status"] != "ok":
@@ -185,21 +237,30 @@ def _run(a, save, cache_root) -> dict:
     os.environ.setdefault("EMBER_CACHE_DIR", os.path.join(cache_root, "timing-ember"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache_root, "timing-inductor"))
     info = machine.info()
-    log(f"machine: {info['cpu_model']}, {info['cores']} cores, torch {info['torch_version']}, "
+    log(
+        f"machine: {info['cpu_model']}, {info['cores']} cores, torch {info['torch_version']}, "
         f"commit {info['commit']}, ember backend {info['ember_backend']}, load "
-        f"{info['load_average_start'][0]:.1f}")
+        f"{info['load_average_start'][0]:.1f}"
+    )
     quick_ceil = a.scale != "full"
     ceil = {"start": ceilings.measure(quick_ceil)}
-    log(f"ceilings: triad {ceil['start']['triad_gb_per_s']:.1f} GB/s, GEMM "
-        f"{ceil['start']['gemm_gflop_per_s']:.1f} GFLOP/s")
+    log(
+        f"ceilings: triad {ceil['start']['triad_gb_per_s']:.1f} GB/s, GEMM "
+        f"{ceil['start']['gemm_gflop_per_s']:.1f} GFLOP/s"
+    )
     s = a.settings
     absent = {b: B.unavailable_reason(b) for b in a.backends}
     for b, why in absent.items():
         if why:
             log(f"backend {b}: {why}")
     results = []
-    doc = {"machine": info, "ceilings": ceil, "settings": _settings(a, log), "results": results,
-           "complete": False}
+    doc = {
+        "machine": info,
+        "ceilings": ceil,
+        "settings": _settings(a, log),
+        "results": results,
+        "complete": False,
+    }
     for name in a.models:
         try:
             w = models.build(name, a.scale)
@@ -221,34 +282,47 @@ def _run(a, save, cache_root) -> dict:
             if not a.no_cost:
                 for b in runnable:
                     log(f"  {name} {mode}: cost phase, {b} (cold + warm processes)")
-                    csts[b] = cost.measure(name, mode, b, a.scale, s["startup"], s["steady"],
-                                           cache_root, a.timeout)
+                    csts[b] = cost.measure(
+                        name, mode, b, a.scale, s["startup"], s["steady"], cache_root, a.timeout
+                    )
                     c = csts[b]
                     cold, warm = c.get("cold") or {}, c.get("warm") or {}
-                    log(f"    {c['status']}; cold compile {_fmt(c['cold_compile_s'])} s, warm "
+                    log(
+                        f"    {c['status']}; cold compile {_fmt(c['cold_compile_s'])} s, warm "
                         f"start {_fmt(c['warm_start_s'])} s, peak RSS {_fmt(c['peak_rss_mb'])}"
                         f" MiB; processes {_fmt(cold.get('wall_s'))} + "
                         f"{_fmt(warm.get('wall_s'))} s wall, {_fmt(cold.get('cpu_s'))} + "
-                        f"{_fmt(warm.get('cpu_s'))} s CPU")
+                        f"{_fmt(warm.get('cpu_s'))} s CPU"
+                    )
             # A backend that crashed its cost process stays out of this process.
-            crashed = {b for b, c in csts.items() if (c.get("cold") or {}).get("status", "")
-                       .startswith("failed: exit code") or "timed out" in c["status"]}
+            crashed = {
+                b
+                for b, c in csts.items()
+                if (c.get("cold") or {}).get("status", "").startswith("failed: exit code")
+                or "timed out" in c["status"]
+            }
             runners = {}
             for b in runnable:
                 if b in crashed:
                     continue
                 if b in csts:
-                    os.environ["TORCHINDUCTOR_CACHE_DIR" if b == "inductor" else
-                               "EMBER_CACHE_DIR"] = os.path.join(
-                        csts[b]["cache_dir"], "inductor" if b == "inductor" else "ember")
+                    os.environ[
+                        "TORCHINDUCTOR_CACHE_DIR" if b == "inductor" else "EMBER_CACHE_DIR"
+                    ] = os.path.join(
+                        csts[b]["cache_dir"], "inductor" if b == "inductor" else "ember"
+                    )
                 try:
                     runners[b] = B.make_runner(b, w, mode)
                 except Exception as e:  # noqa: BLE001
                     log(f"    {b}: cannot set up: {e}")
             log(f"  {name} {mode}: timing phase, {', '.join(runners)} interleaved")
             tim = timing.interleaved(
-                runners, s["warmup"], s["repeats"], budget_s=s["budget_s"],
-                on_error=lambda b, e: log(f"    {b} failed: {type(e).__name__}: {e}"))
+                runners,
+                s["warmup"],
+                s["repeats"],
+                budget_s=s["budget_s"],
+                on_error=lambda b, e: log(f"    {b} failed: {type(e).__name__}: {e}"),
+            )
             del runners
             gc.collect()
             eager_checks = ((csts.get("eager") or {}).get("cold") or {}).get("checks")
@@ -259,18 +333,40 @@ def _run(a, save, cache_root) -> dict:
                 elif b in crashed and b not in tim:
                     r = _result(name, mode, b, None, csts.get(b), eager_checks, None, 1.0)
                 else:
-                    r = _result(name, mode, b, tim.get(b), csts.get(b), eager_checks,
-                                w.bytes_moved, ceil["start"]["triad_gb_per_s"])
+                    r = _result(
+                        name,
+                        mode,
+                        b,
+                        tim.get(b),
+                        csts.get(b),
+                        eager_checks,
+                        w.bytes_moved,
+                        ceil["start"]["triad_gb_per_s"],
+                    )
                 r["load_1m"] = load  # at the start of this (model, mode): a shared machine
                 results.append(r)
                 if r["median_s"]:
-                    log(f"    {b}: median {r['median_s'] * 1e3:.2f} ms, x{r['ratio_to_eager']:.2f}"
-                        f" of eager, numerics {r['numerics_ok']}")
+                    log(
+                        f"    {b}: median {r['median_s'] * 1e3:.2f} ms, x{r['ratio_to_eager']:.2f}"
+                        f" of eager, numerics {r['numerics_ok']}"
+                    )
             if a.torch_xla_venv:
                 log(f"  {name} {mode}: PyTorch/XLA ({a.torch_xla_venv})")
-                r = xla.column(a.torch_xla_venv, name, mode, a.scale, s, cache_root, a.timeout,
-                               eager_checks, w.bytes_moved, ceil["start"]["triad_gb_per_s"],
-                               a.no_cost, _result, {b: t["median_s"] for b, t in tim.items()})
+                r = xla.column(
+                    a.torch_xla_venv,
+                    name,
+                    mode,
+                    a.scale,
+                    s,
+                    cache_root,
+                    a.timeout,
+                    eager_checks,
+                    w.bytes_moved,
+                    ceil["start"]["triad_gb_per_s"],
+                    a.no_cost,
+                    _result,
+                    {b: t["median_s"] for b, t in tim.items()},
+                )
                 r["load_1m"] = load
                 results.append(r)
             doc["settings"] = _settings(a, log)
@@ -279,20 +375,30 @@ def _run(a, save, cache_root) -> dict:
         gc.collect()
     ceil["end"] = ceilings.measure(quick_ceil)
     info["load_average_end"] = list(os.getloadavg())
-    log(f"ceilings at end: triad {ceil['end']['triad_gb_per_s']:.1f} GB/s, GEMM "
+    log(
+        f"ceilings at end: triad {ceil['end']['triad_gb_per_s']:.1f} GB/s, GEMM "
         f"{ceil['end']['gemm_gflop_per_s']:.1f} GFLOP/s; total "
-        f"{time.perf_counter() - log.t0:.0f} s")
+        f"{time.perf_counter() - log.t0:.0f} s"
+    )
     doc["settings"] = _settings(a, log)
     doc["complete"] = True
     return doc
 
 
 def _settings(a, log) -> dict:
-    return dict(a.settings, scale=a.scale, models=a.models, modes=a.modes, backends=a.backends,
-                cost_phase=not a.no_cost, torch_xla_venv=a.torch_xla_venv,
-                numerics_rtol=timing.RTOL,
-                command=" ".join(["python -m ember.bench"] + sys.argv[1:]),
-                wall_s=time.perf_counter() - log.t0, cpu_s=_cpu_s())
+    return dict(
+        a.settings,
+        scale=a.scale,
+        models=a.models,
+        modes=a.modes,
+        backends=a.backends,
+        cost_phase=not a.no_cost,
+        torch_xla_venv=a.torch_xla_venv,
+        numerics_rtol=timing.RTOL,
+        command=" ".join(["python -m ember.bench"] + sys.argv[1:]),
+        wall_s=time.perf_counter() - log.t0,
+        cpu_s=_cpu_s(),
+    )
 
 
 def _saver(a):
@@ -304,6 +410,7 @@ def _saver(a):
         if a.markdown:
             with open(a.markdown, "w") as f:
                 f.write(report.markdown(doc))
+
     return save
 
 
@@ -320,4 +427,3 @@ def main(argv=None) -> int:
         plot.bar_chart(doc, a.plot)
     print(md)
     return 0
-

@@ -16,6 +16,7 @@ For one (model, mode, backend), ``measure`` makes a fresh, empty cache directory
 the interpreter, torch and the backend's compiler). The cache directory is returned so
 the timing phase can run with the warm caches.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,7 @@ def worker_env(cache_dir: str, extra: dict | None = None) -> dict:
     env["EMBER_CACHE_DIR"] = os.path.join(cache_dir, "ember")
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache_dir, "inductor")
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(WORKER)))
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     env.update(extra or {})
     return env
 
@@ -55,8 +55,13 @@ def spawn(args: list, env: dict, timeout: float, python: str = sys.executable) -
     with tempfile.TemporaryDirectory(prefix="ember-bench-") as d:
         out = os.path.join(d, "result.json")
         try:
-            p = subprocess.run([python, WORKER, *args, "--json", out], env=env,
-                               capture_output=True, text=True, timeout=timeout)
+            p = subprocess.run(
+                [python, WORKER, *args, "--json", out],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             return {"status": f"failed: timed out after {timeout:.0f} s"}
         if os.path.exists(out):
@@ -69,20 +74,49 @@ def spawn(args: list, env: dict, timeout: float, python: str = sys.executable) -
         return {"status": f"failed: exit code {p.returncode} (no result): {tail[0][:300]}"}
 
 
-def measure(model: str, mode: str, backend: str, scale: str, startup: int, steady: int,
-            cache_root: str, timeout: float, python: str = sys.executable,
-            extra_env: dict | None = None) -> dict:
+def measure(
+    model: str,
+    mode: str,
+    backend: str,
+    scale: str,
+    startup: int,
+    steady: int,
+    cache_root: str,
+    timeout: float,
+    python: str = sys.executable,
+    extra_env: dict | None = None,
+) -> dict:
     """Cold then warm process for one backend (see the module docstring).
 
     Returns {"status", "cold", "warm" (the workers' JSON), "cold_compile_s",
     "warm_start_s", "peak_rss_mb", "cache_dir"}."""
     cache_dir = tempfile.mkdtemp(prefix=f"{model}-{mode}-{backend}-", dir=cache_root)
     env = worker_env(cache_dir, extra_env)
-    args = ["cost", "--model", model, "--mode", mode, "--backend", backend, "--scale", scale,
-            "--startup", str(startup), "--steady", str(steady)]
+    args = [
+        "cost",
+        "--model",
+        model,
+        "--mode",
+        mode,
+        "--backend",
+        backend,
+        "--scale",
+        scale,
+        "--startup",
+        str(startup),
+        "--steady",
+        str(steady),
+    ]
     cold = spawn(args, env, timeout, python)
-    res = {"status": cold["status"], "cold": cold, "warm": None, "cold_compile_s": None,
-           "warm_start_s": None, "peak_rss_mb": None, "cache_dir": cache_dir}
+    res = {
+        "status": cold["status"],
+        "cold": cold,
+        "warm": None,
+        "cold_compile_s": None,
+        "warm_start_s": None,
+        "peak_rss_mb": None,
+        "cache_dir": cache_dir,
+    }
     if cold["status"] != "ok":
         return res
     warm = spawn(args, env, timeout, python)

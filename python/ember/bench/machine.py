@@ -6,6 +6,7 @@ describe``-style, with ``-dirty`` when the work tree differs), the ember extensi
 and the Ember execution backend (``ember.config.backend`` where the bridge has it, else
 ``$EMBER_BACKEND``, else the bridge's default).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -42,12 +43,20 @@ def commit(path: str) -> str | None:
     """`git rev-parse --short HEAD` of the repository holding `path` (+"-dirty" when
     tracked files differ from HEAD); None outside a git checkout."""
     try:
-        head = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=20)
+        head = subprocess.run(
+            ["git", "-C", path, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", path, "status", "--porcelain", "-uno"],
-                               capture_output=True, text=True, timeout=20).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", path, "status", "--porcelain", "-uno"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout.strip()
         return head.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None

@@ -18,6 +18,7 @@ traffic) so their times can be expressed as a fraction of the STREAM triad.
 This module imports only torch (and transformers for the Hugging Face models): the
 cost-phase worker and the PyTorch/XLA worker load it by path, without ``ember``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,17 +53,30 @@ class Workload:
 
 
 def _mlp(scale: str, seed: int) -> Workload:
-    batch, d_in, hidden, d_out = {"tiny": (16, 32, 64, 10), "quick": (64, 784, 512, 10),
-                                  "full": (128, 784, 1024, 10)}[scale]
+    batch, d_in, hidden, d_out = {
+        "tiny": (16, 32, 64, 10),
+        "quick": (64, 784, 512, 10),
+        "full": (128, 784, 1024, 10),
+    }[scale]
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(d_in, hidden), nn.GELU(), nn.Linear(hidden, hidden),
-                          nn.GELU(), nn.Linear(hidden, d_out))
+    model = nn.Sequential(
+        nn.Linear(d_in, hidden),
+        nn.GELU(),
+        nn.Linear(hidden, hidden),
+        nn.GELU(),
+        nn.Linear(hidden, d_out),
+    )
     g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(batch, d_in, generator=g)
     y = torch.randint(0, d_out, (batch,), generator=g)
     return Workload(
-        "mlp", f"MLP {d_in}-{hidden}-{hidden}-{d_out} (GELU), batch {batch}", model, (x, y),
-        loss=lambda m, x, y: F.cross_entropy(m(x), y), infer=lambda m, x, y: m(x))
+        "mlp",
+        f"MLP {d_in}-{hidden}-{hidden}-{d_out} (GELU), batch {batch}",
+        model,
+        (x, y),
+        loss=lambda m, x, y: F.cross_entropy(m(x), y),
+        infer=lambda m, x, y: m(x),
+    )
 
 
 # --------------------------------------------------------------------------- char-GPT
@@ -71,9 +85,11 @@ def _mlp(scale: str, seed: int) -> Workload:
 def repo_root() -> str | None:
     """The Ember repository this package runs from (``python/ember/bench`` -> root), or
     ``$EMBER_REPO``; None when neither holds ``examples/train_gpt.py``."""
-    candidates = [os.environ.get("EMBER_REPO"),
-                  os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")),
-                  os.getcwd()]
+    candidates = [
+        os.environ.get("EMBER_REPO"),
+        os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")),
+        os.getcwd(),
+    ]
     for c in candidates:
         if c and os.path.isfile(os.path.join(c, "examples", "train_gpt.py")):
             return c
@@ -90,12 +106,14 @@ def load_train_gpt():
         raise FileNotFoundError(
             "model 'gpt' is built from examples/train_gpt.py of the Ember repository, which "
             "was not found next to this package or in the current directory; set EMBER_REPO "
-            "to the repository root")
+            "to the repository root"
+        )
     name = "ember_examples_train_gpt"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, os.path.join(root, "examples",
-                                                                      "train_gpt.py"))
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(root, "examples", "train_gpt.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses look the module up while the class is built
     spec.loader.exec_module(mod)
@@ -106,8 +124,7 @@ def _gpt(scale: str, seed: int) -> Workload:
     tg = load_train_gpt()
     cfg = tg.GPTConfig(dropout=0.0)  # the default config: 4 layers, 4 heads, 128, ctx 128
     if scale == "tiny":
-        cfg = dataclasses.replace(cfg, n_layer=1, n_embd=32, n_head=2, block_size=16,
-                                  batch_size=2)
+        cfg = dataclasses.replace(cfg, n_layer=1, n_embd=32, n_head=2, block_size=16, batch_size=2)
     elif scale == "quick":
         cfg = dataclasses.replace(cfg, batch_size=8)
     torch.manual_seed(seed)
@@ -116,10 +133,15 @@ def _gpt(scale: str, seed: int) -> Workload:
     idx = torch.randint(0, cfg.vocab_size, (cfg.batch_size, cfg.block_size), generator=g)
     tgt = torch.randint(0, cfg.vocab_size, (cfg.batch_size, cfg.block_size), generator=g)
     return Workload(
-        "gpt", f"char-GPT (examples/train_gpt.py) {cfg.n_layer} layers, {cfg.n_head} heads, "
+        "gpt",
+        f"char-GPT (examples/train_gpt.py) {cfg.n_layer} layers, {cfg.n_head} heads, "
         f"{cfg.n_embd}-dim, context {cfg.block_size}, vocab {cfg.vocab_size}, batch "
-        f"{cfg.batch_size}", model, (idx, tgt),
-        loss=lambda m, i, t: m(i, t)[1], infer=lambda m, i, t: m(i)[0])
+        f"{cfg.batch_size}",
+        model,
+        (idx, tgt),
+        loss=lambda m, i, t: m(i, t)[1],
+        infer=lambda m, i, t: m(i)[0],
+    )
 
 
 # --------------------------------------------------------------------------- ResNet-18
@@ -138,8 +160,9 @@ class BasicBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(c_out)
         self.down = None
         if stride != 1 or c_in != c_out:
-            self.down = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False),
-                                      nn.BatchNorm2d(c_out))
+            self.down = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out)
+            )
 
     def forward(self, x):
         out = F.relu(self.bn1(self.conv1(x)))
@@ -153,8 +176,12 @@ class ResNet18(nn.Module):
 
     def __init__(self, width: int = 64, classes: int = 10):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width),
-                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, width, 7, 2, 3, bias=False),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            nn.MaxPool2d(3, 2, 1),
+        )
         blocks, c = [], width
         for i, w in enumerate((width, 2 * width, 4 * width, 8 * width)):
             stride = 1 if i == 0 else 2
@@ -178,9 +205,13 @@ def _resnet(scale: str, seed: int) -> Workload:
     x = torch.randn(batch, 3, hw, hw, generator=g)
     y = torch.randint(0, 10, (batch,), generator=g)
     return Workload(
-        "resnet18", f"ResNet-18 (width {width}) at {hw}x{hw}, 10 classes, batch {batch}",
-        model, (x, y), loss=lambda m, x, y: F.cross_entropy(m(x), y),
-        infer=lambda m, x, y: m(x))
+        "resnet18",
+        f"ResNet-18 (width {width}) at {hw}x{hw}, 10 classes, batch {batch}",
+        model,
+        (x, y),
+        loss=lambda m, x, y: F.cross_entropy(m(x), y),
+        infer=lambda m, x, y: m(x),
+    )
 
 
 # --------------------------------------------------------------------------- Hugging Face
@@ -188,45 +219,72 @@ def _resnet(scale: str, seed: int) -> Workload:
 
 def _hf_sizes(scale: str):
     # (layers, hidden, heads, seq, batch, vocab)
-    return {"tiny": (1, 32, 2, 16, 2, 100), "quick": (2, 128, 4, 64, 4, 1000),
-            "full": (2, 128, 4, 128, 8, 1000)}[scale]
+    return {
+        "tiny": (1, 32, 2, 16, 2, 100),
+        "quick": (2, 128, 4, 64, 4, 1000),
+        "full": (2, 128, 4, 128, 8, 1000),
+    }[scale]
 
 
 def _gpt2(scale: str, seed: int) -> Workload:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     layers, hidden, heads, seq, batch, vocab = _hf_sizes(scale)
-    cfg = GPT2Config(n_layer=layers, n_embd=hidden, n_head=heads, n_positions=seq,
-                     vocab_size=vocab, bos_token_id=0, eos_token_id=0, resid_pdrop=0.0,
-                     embd_pdrop=0.0, attn_pdrop=0.0)
+    cfg = GPT2Config(
+        n_layer=layers,
+        n_embd=hidden,
+        n_head=heads,
+        n_positions=seq,
+        vocab_size=vocab,
+        bos_token_id=0,
+        eos_token_id=0,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     torch.manual_seed(seed)
     model = GPT2LMHeadModel(cfg)
     g = torch.Generator().manual_seed(seed + 1)
     ids = torch.randint(0, vocab, (batch, seq), generator=g)
     return Workload(
-        "gpt2", f"HF GPT2LMHeadModel {layers} layers, {heads} heads, {hidden}-dim, seq {seq}, "
-        f"vocab {vocab}, batch {batch}", model, (ids,),
+        "gpt2",
+        f"HF GPT2LMHeadModel {layers} layers, {heads} heads, {hidden}-dim, seq {seq}, "
+        f"vocab {vocab}, batch {batch}",
+        model,
+        (ids,),
         loss=lambda m, ids: m(input_ids=ids, labels=ids).loss,
-        infer=lambda m, ids: m(input_ids=ids).logits)
+        infer=lambda m, ids: m(input_ids=ids).logits,
+    )
 
 
 def _bert(scale: str, seed: int) -> Workload:
     from transformers import BertConfig, BertForMaskedLM
 
     layers, hidden, heads, seq, batch, vocab = _hf_sizes(scale)
-    cfg = BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                     intermediate_size=4 * hidden, max_position_embeddings=seq,
-                     vocab_size=vocab, pad_token_id=0, hidden_dropout_prob=0.0,
-                     attention_probs_dropout_prob=0.0)
+    cfg = BertConfig(
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=seq,
+        vocab_size=vocab,
+        pad_token_id=0,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     torch.manual_seed(seed)
     model = BertForMaskedLM(cfg)
     g = torch.Generator().manual_seed(seed + 1)
     ids = torch.randint(1, vocab, (batch, seq), generator=g)
     return Workload(
-        "bert", f"HF BertForMaskedLM {layers} layers, {heads} heads, {hidden}-dim, seq {seq}, "
-        f"vocab {vocab}, batch {batch}", model, (ids,),
+        "bert",
+        f"HF BertForMaskedLM {layers} layers, {heads} heads, {hidden}-dim, seq {seq}, "
+        f"vocab {vocab}, batch {batch}",
+        model,
+        (ids,),
         loss=lambda m, ids: m(input_ids=ids, labels=ids).loss,
-        infer=lambda m, ids: m(input_ids=ids).logits)
+        infer=lambda m, ids: m(input_ids=ids).logits,
+    )
 
 
 # --------------------------------------------------------------------------- memory-bound
@@ -250,8 +308,15 @@ def _memory(name: str, module: nn.Module, what: str, scale: str, seed: int) -> W
     g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(rows, cols, generator=g)
     return Workload(
-        name, f"{what} over f32[{rows},{cols}] (memory-bound)", module, (x,), loss=None,
-        infer=lambda m, x: m(x), modes=(INFER,), bytes_moved=2 * x.numel() * 4)
+        name,
+        f"{what} over f32[{rows},{cols}] (memory-bound)",
+        module,
+        (x,),
+        loss=None,
+        infer=lambda m, x: m(x),
+        modes=(INFER,),
+        bytes_moved=2 * x.numel() * 4,
+    )
 
 
 BUILDERS = {
@@ -260,8 +325,9 @@ BUILDERS = {
     "resnet18": _resnet,
     "gpt2": _gpt2,
     "bert": _bert,
-    "elementwise": lambda s, seed: _memory("elementwise", _Elementwise(),
-                                           "gelu(x*1.5+0.25)*0.5-x", s, seed),
+    "elementwise": lambda s, seed: _memory(
+        "elementwise", _Elementwise(), "gelu(x*1.5+0.25)*0.5-x", s, seed
+    ),
     "softmax": lambda s, seed: _memory("softmax", _Softmax(), "row softmax", s, seed),
 }
 MODEL_NAMES = tuple(BUILDERS)

@@ -5,6 +5,7 @@ a line at 1 (eager). Lower is faster. Results without a time, or whose numerics 
 failed (a fast wrong answer never counts), get no bar; the latter are marked "wrong".
 Uses matplotlib's non-interactive Agg backend.
 """
+
 from __future__ import annotations
 
 
@@ -27,11 +28,18 @@ def bar_chart(doc: dict, path: str) -> None:
             backends.append(r["backend"])
     by = {(r["model"], r["mode"], r["backend"]): r for r in results}
     # Backends with no time anywhere (absent, failed) get no slot, only a footnote.
-    missing = [b for b in backends
-               if all(by.get((m, mode, b), {}).get("ratio_to_eager") is None for m, mode in groups)]
+    missing = [
+        b
+        for b in backends
+        if all(by.get((m, mode, b), {}).get("ratio_to_eager") is None for m, mode in groups)
+    ]
     backends = [b for b in backends if b not in missing]
-    colors = dict(zip(("inductor", "ember", "ember_compile", "torch_xla"),
-                      ("tab:blue", "tab:orange", "tab:red", "tab:green")))
+    colors = dict(
+        zip(
+            ("inductor", "ember", "ember_compile", "torch_xla"),
+            ("tab:blue", "tab:orange", "tab:red", "tab:green"),
+        )
+    )
     width = 0.8 / max(1, len(backends))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(groups) + 2), 4.5))
     for j, b in enumerate(backends):
@@ -48,8 +56,14 @@ def bar_chart(doc: dict, path: str) -> None:
             ys.append(r["ratio_to_eager"])
         bars = ax.bar(xs, ys, width, label=b, color=colors.get(b))
         for bar, y in zip(bars, ys):
-            ax.text(bar.get_x() + bar.get_width() / 2, y, f"{y:.2g}", ha="center",
-                    va="bottom", fontsize=6)
+            ax.text(
+                bar.get_x() + bar.get_width() / 2,
+                y,
+                f"{y:.2g}",
+                ha="center",
+                va="bottom",
+                fontsize=6,
+            )
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
     # Plain decimals on the log axis (0.5, 1, 2), not 5x10^-1.
@@ -63,8 +77,11 @@ def bar_chart(doc: dict, path: str) -> None:
     m = doc["machine"]
     load = m.get("load_average_start")
     load = f", load {load[0]:.1f}" if isinstance(load, (list, tuple)) and load else ""
-    ax.set_title(f"ember.bench {m['date_utc']} UTC, commit {m['commit']}, ember engine "
-                 f"{m.get('ember_backend')}, {m['cores']} cores{load}", fontsize=9)
+    ax.set_title(
+        f"ember.bench {m['date_utc']} UTC, commit {m['commit']}, ember engine "
+        f"{m.get('ember_backend')}, {m['cores']} cores{load}",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     if missing:
         fig.text(0.01, 0.01, "no times: " + ", ".join(missing) + " (see the table)", fontsize=7)

@@ -12,12 +12,23 @@ bandwidth in GB/s (10^9 bytes/s). Ratios are time / reference time, medians of t
 per-round ratios (below 1: faster than the reference). A value that was not measured
 is null, and ``status`` says why.
 """
+
 from __future__ import annotations
 
 import json
 
-RESULT_KEYS = ("model", "mode", "backend", "median_s", "ratio_to_eager", "ratio_to_inductor",
-               "cold_compile_s", "warm_start_s", "peak_rss_mb", "numerics_ok")
+RESULT_KEYS = (
+    "model",
+    "mode",
+    "backend",
+    "median_s",
+    "ratio_to_eager",
+    "ratio_to_inductor",
+    "cold_compile_s",
+    "warm_start_s",
+    "peak_rss_mb",
+    "numerics_ok",
+)
 
 
 def to_json(doc: dict, path: str) -> None:
@@ -41,21 +52,31 @@ def _ratio(r):
 def markdown(doc: dict) -> str:
     """The results as a markdown table, preceded by the machine line and ceilings."""
     m, c = doc["machine"], doc["ceilings"]
-    lines = [] if doc.get("complete", True) else [
-        "**Partial run** (interrupted or still running): only the rows below were measured.",
-        ""]
+    lines = (
+        []
+        if doc.get("complete", True)
+        else [
+            "**Partial run** (interrupted or still running): only the rows below were measured.",
+            "",
+        ]
+    )
     lines += [
         f"Machine: {m['cpu_model']}, {m['cores']} cores ({m['torch_threads']} torch threads), "
         f"{m['memory_gib']} GiB; load average {m['load_average_start'][0]:.1f} at start, "
-        + (f"{m['load_average_end'][0]:.1f} at end" if m.get("load_average_end") else
-           "(run not finished)") + ". torch "
+        + (
+            f"{m['load_average_end'][0]:.1f} at end"
+            if m.get("load_average_end")
+            else "(run not finished)"
+        )
+        + ". torch "
         f"{m['torch_version']}, commit `{m['commit']}`, ember backend `{m['ember_backend']}`.",
         "",
         f"Ceilings (same run, start / end): STREAM triad "
         f"{c['start']['triad_gb_per_s']:.1f} / {c['end']['triad_gb_per_s']:.1f} GB/s, "
         f"ATen f32 GEMM {c['start']['gemm_gflop_per_s']:.1f} / "
-        f"{c['end']['gemm_gflop_per_s']:.1f} GFLOP/s." if c.get("end") else
-        f"Ceilings (same run): STREAM triad {c['start']['triad_gb_per_s']:.1f} GB/s, "
+        f"{c['end']['gemm_gflop_per_s']:.1f} GFLOP/s."
+        if c.get("end")
+        else f"Ceilings (same run): STREAM triad {c['start']['triad_gb_per_s']:.1f} GB/s, "
         f"ATen f32 GEMM {c['start']['gemm_gflop_per_s']:.1f} GFLOP/s.",
         "",
         "| model | mode | backend | median ms (min–max) | ×eager | ×Inductor | cold compile s "
@@ -67,8 +88,13 @@ def markdown(doc: dict) -> str:
             t = "–"
         else:
             t = f"{_ms(r['median_s'])} ({_ms(r['min_s'])}–{_ms(r['max_s'])})"
-        num = ("–" if r["numerics_ok"] is None else "ok" if r["numerics_ok"] else
-               f"**WRONG** (diff {r['numerics_max_diff']:.2g})")
+        num = (
+            "–"
+            if r["numerics_ok"] is None
+            else "ok"
+            if r["numerics_ok"]
+            else f"**WRONG** (diff {r['numerics_max_diff']:.2g})"
+        )
         notes = []
         if r["status"] != "ok":
             notes.append(r["status"])
@@ -79,5 +105,6 @@ def markdown(doc: dict) -> str:
         lines.append(
             f"| {r['model']} | {r['mode']} | {r['backend']} | {t} | {_ratio(r['ratio_to_eager'])}"
             f" | {_ratio(r['ratio_to_inductor'])} | {_sec(r['cold_compile_s'])} | "
-            f"{_sec(r['warm_start_s'])} | {rss} | {num} | {'; '.join(notes)} |")
+            f"{_sec(r['warm_start_s'])} | {rss} | {num} | {'; '.join(notes)} |"
+        )
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@
 Times are wall-clock seconds (``time.perf_counter``). Imports only torch and the
 standard library (the PyTorch/XLA worker loads it by path).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -38,9 +39,16 @@ def _diff(a: torch.Tensor, ref: torch.Tensor) -> float:
     return float("inf") if d != d else d
 
 
-def interleaved(runners: dict, warmup: int, repeats: int, reference: str = "eager",
-                on_error=None, budget_s: float | None = None, min_repeats: int = 3,
-                timed=None) -> dict:
+def interleaved(
+    runners: dict,
+    warmup: int,
+    repeats: int,
+    reference: str = "eager",
+    on_error=None,
+    budget_s: float | None = None,
+    min_repeats: int = 3,
+    timed=None,
+) -> dict:
     """Runs the phase described in the module docstring.
 
     runners: {backend: Runner}, insertion order; `reference` must be one of them.

@@ -21,6 +21,7 @@ Only torch (plus the backend's package) is imported: models.py, backends.py and
 timing.py are loaded from this directory by path, so the worker runs in environments
 without ember (the eager/Inductor processes must not pay for importing ember either).
 """
+
 import time
 
 T_START = time.perf_counter()
@@ -43,7 +44,8 @@ def _load(name):
     if mod_name in sys.modules:
         return sys.modules[mod_name]
     spec = importlib.util.spec_from_file_location(
-        mod_name, os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+        mod_name, os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = mod
     spec.loader.exec_module(mod)
@@ -74,15 +76,33 @@ def _ember_counters():
     import ember
 
     c = ember.metrics.counters()
-    out = {k: c.get(k) for k in ("graphs_compiled", "memory_cache_hits", "disk_cache_hits",
-                                 "compile_seconds", "execute_seconds")}
+    out = {
+        k: c.get(k)
+        for k in (
+            "graphs_compiled",
+            "memory_cache_hits",
+            "disk_cache_hits",
+            "compile_seconds",
+            "execute_seconds",
+        )
+    }
     out["fallbacks"] = sum(c.get("fallbacks", {}).values())
-    out["backend"] = str(getattr(ember.config, "backend", None) or
-                         os.environ.get("EMBER_BACKEND") or "default")
+    out["backend"] = str(
+        getattr(ember.config, "backend", None) or os.environ.get("EMBER_BACKEND") or "default"
+    )
     if hasattr(ember.metrics, "last_graph"):  # the lowering bridge: how the last graph ran
         g = ember.metrics.last_graph()
-        out["last_graph"] = {k: g.get(k) for k in ("backend", "lazy_ops", "lowered_ops",
-                                                   "kernels", "interpreted", "extern_steps")}
+        out["last_graph"] = {
+            k: g.get(k)
+            for k in (
+                "backend",
+                "lazy_ops",
+                "lowered_ops",
+                "kernels",
+                "interpreted",
+                "extern_steps",
+            )
+        }
         out["last_graph"]["declined"] = sum((g.get("declined") or {}).values())
     return out
 
@@ -137,9 +157,14 @@ def timing(args) -> dict:
     torch.manual_seed(0)
     w = models.build(args.model, args.scale)
     runners = {b: backends.make_runner(b, w, args.mode) for b in args.backends.split(",")}
-    res = timing_mod.interleaved(runners, args.warmup, args.repeats,
-                                 reference=args.backends.split(",")[0], budget_s=args.budget,
-                                 timed=args.timed.split(",") if args.timed else None)
+    res = timing_mod.interleaved(
+        runners,
+        args.warmup,
+        args.repeats,
+        reference=args.backends.split(",")[0],
+        budget_s=args.budget,
+        timed=args.timed.split(",") if args.timed else None,
+    )
     return {"timing": res, "torch_version": torch.__version__, "peak_rss_mb": _peak_rss_mb()}
 
 
@@ -155,8 +180,12 @@ def main(argv=None):
     p.add_argument("--steady", type=int, default=3)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10, help="the most timing rounds")
-    p.add_argument("--budget", type=float, default=None,
-                   help="seconds after which timing rounds stop (once 3 are done)")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds after which timing rounds stop (once 3 are done)",
+    )
     p.add_argument("--timed", help="backends to time (default: all; others: numerics only)")
     p.add_argument("--json", required=True)
     args = p.parse_args(argv)
@@ -166,9 +195,12 @@ def main(argv=None):
     except Exception as e:  # noqa: BLE001 - reported to the parent as this run's status
         import traceback
 
-        out = {"status": f"failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
-               if str(e) else f"failed: {type(e).__name__}",
-               "traceback": traceback.format_exc()[-4000:]}
+        out = {
+            "status": f"failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            if str(e)
+            else f"failed: {type(e).__name__}",
+            "traceback": traceback.format_exc()[-4000:],
+        }
     tmp = args.json + ".tmp"
     with open(tmp, "w") as f:
         json.dump(out, f)

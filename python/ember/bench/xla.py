@@ -18,6 +18,7 @@ Numerics: XLA's per-step values are compared with eager's in both processes (tor
 eager in the timing process, torch 2.13 eager's cold process for the cost phase).
 Setup: docs/benchmarks.md.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,21 @@ import os
 from . import cost
 
 
-def column(venv, model, mode, scale, s, cache_root, timeout, eager_checks, bytes_moved, triad,
-           no_cost, make_result, medians) -> dict:
+def column(
+    venv,
+    model,
+    mode,
+    scale,
+    s,
+    cache_root,
+    timeout,
+    eager_checks,
+    bytes_moved,
+    triad,
+    no_cost,
+    make_result,
+    medians,
+) -> dict:
     """One result row for backend "torch_xla" (``make_result`` is cli._result; `medians`:
     {backend: median step seconds} of the main timing process, for the ratios)."""
     python = os.path.join(venv, "bin", "python")
@@ -34,16 +48,43 @@ def column(venv, model, mode, scale, s, cache_root, timeout, eager_checks, bytes
     env_extra = {"PJRT_DEVICE": "CPU"}
     if not no_cost:
         cache = os.path.join(cache_root, f"xla-{model}-{mode}")
-        csts = cost.measure(model, mode, "torch_xla", scale, s["startup"], s["steady"],
-                            cache_root, timeout, python=python,
-                            extra_env=dict(env_extra, EMBER_BENCH_XLA_CACHE=cache))
-    env = cost.worker_env(os.path.join(cache_root, f"xla-timing-{model}-{mode}"),
-                          dict(env_extra))
-    out = cost.spawn(["timing", "--model", model, "--mode", mode, "--scale", scale,
-                      "--backends", "eager,torch_xla", "--timed", "torch_xla",
-                      "--warmup", str(s["warmup"]), "--repeats", str(s["repeats"]),
-                      "--budget", str(s["budget_s"])],
-                     env, timeout, python)
+        csts = cost.measure(
+            model,
+            mode,
+            "torch_xla",
+            scale,
+            s["startup"],
+            s["steady"],
+            cache_root,
+            timeout,
+            python=python,
+            extra_env=dict(env_extra, EMBER_BENCH_XLA_CACHE=cache),
+        )
+    env = cost.worker_env(os.path.join(cache_root, f"xla-timing-{model}-{mode}"), dict(env_extra))
+    out = cost.spawn(
+        [
+            "timing",
+            "--model",
+            model,
+            "--mode",
+            mode,
+            "--scale",
+            scale,
+            "--backends",
+            "eager,torch_xla",
+            "--timed",
+            "torch_xla",
+            "--warmup",
+            str(s["warmup"]),
+            "--repeats",
+            str(s["repeats"]),
+            "--budget",
+            str(s["budget_s"]),
+        ],
+        env,
+        timeout,
+        python,
+    )
     tim = None
     if out.get("status") == "ok":
         tim = dict(out["timing"]["torch_xla"])
@@ -55,6 +96,8 @@ def column(venv, model, mode, scale, s, cache_root, timeout, eager_checks, bytes
     if tim is None:
         r["status"] = "timing process " + out.get("status", "failed")
     else:
-        r["notes"].append(f"own process, torch {out['torch_version']}; ratios not paired: "
-                          "median / the main process's medians")
+        r["notes"].append(
+            f"own process, torch {out['torch_version']}; ratios not paired: "
+            "median / the main process's medians"
+        )
     return r

@@ -15,4 +15,5 @@ the tolerances of PyTorch's own device-vs-CPU test. Modules:
 
 See docs/conformance.md for the current figures and how to reproduce them.
 """
+
 from ._cli import main  # noqa: F401

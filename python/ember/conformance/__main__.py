@@ -1,4 +1,5 @@
 """``python -m ember.conformance``: see ``_cli``."""
+
 import sys
 
 from ._cli import main

@@ -8,6 +8,7 @@ default for the dtype where that is looser (bfloat16, float16) and to any
 drift from the CPU one). Integers and bool compare exactly. NaNs compare equal to NaNs,
 strides are not compared (test_compare_cpu does not either).
 """
+
 import math
 
 import torch
@@ -84,7 +85,10 @@ def _max_abs_error(a, b):
     if a.dtype == torch.bool or b.dtype == torch.bool:
         return float((a != b).any())
     if a.is_complex() or b.is_complex():
-        a, b = torch.view_as_real(a.to(torch.complex128)), torch.view_as_real(b.to(torch.complex128))
+        a, b = (
+            torch.view_as_real(a.to(torch.complex128)),
+            torch.view_as_real(b.to(torch.complex128)),
+        )
     a, b = a.to(torch.float64), b.to(torch.float64)
     both_nan = a.isnan() & b.isnan()
     same = (a == b) | both_nan
@@ -114,23 +118,36 @@ def compare(actual, expected, atol, rtol, values=True):
     _flatten(actual, "out", fa)
     _flatten(expected, "out", fe)
     if [p for p, _ in fa] != [p for p, _ in fe]:
-        raise Mismatch(f"result structure differs: {[p for p, _ in fa][:6]} vs "
-                       f"{[p for p, _ in fe][:6]}", math.inf)
+        raise Mismatch(
+            f"result structure differs: {[p for p, _ in fa][:6]} vs {[p for p, _ in fe][:6]}",
+            math.inf,
+        )
     worst = 0.0
     first = None
     for (path, a), (_, e) in zip(fa, fe):
         if isinstance(e, torch.Tensor) or isinstance(a, torch.Tensor):
             if not (isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor)):
-                raise Mismatch(f"{path}: {type(a).__name__} where eager gives "
-                               f"{type(e).__name__}", math.inf)
+                raise Mismatch(
+                    f"{path}: {type(a).__name__} where eager gives {type(e).__name__}", math.inf
+                )
             if a.shape != e.shape or a.dtype != e.dtype or a.layout != e.layout:
-                raise Mismatch(f"{path}: {a.dtype}{list(a.shape)} ({a.layout}) where eager "
-                               f"gives {e.dtype}{list(e.shape)} ({e.layout})", math.inf)
+                raise Mismatch(
+                    f"{path}: {a.dtype}{list(a.shape)} ({a.layout}) where eager "
+                    f"gives {e.dtype}{list(e.shape)} ({e.layout})",
+                    math.inf,
+                )
             if not values:
                 continue
             try:
-                torch.testing.assert_close(a, e, atol=atol, rtol=rtol, equal_nan=True,
-                                           check_device=False, check_stride=False)
+                torch.testing.assert_close(
+                    a,
+                    e,
+                    atol=atol,
+                    rtol=rtol,
+                    equal_nan=True,
+                    check_device=False,
+                    check_stride=False,
+                )
             except AssertionError as exc:
                 err = _max_abs_error(a, e)
                 worst = max(worst, err)
@@ -139,8 +156,9 @@ def compare(actual, expected, atol, rtol, values=True):
         elif not values:
             continue
         elif isinstance(e, float) and isinstance(a, float):
-            if not (a == e or (math.isnan(a) and math.isnan(e)) or
-                    abs(a - e) <= atol + rtol * abs(e)):
+            if not (
+                a == e or (math.isnan(a) and math.isnan(e)) or abs(a - e) <= atol + rtol * abs(e)
+            ):
                 worst = max(worst, abs(a - e))
                 first = first or f"{path}: {a} != {e}"
         elif a != e and not (a is e):

@@ -7,6 +7,7 @@ it was running is recorded as an ``error`` ("crashed: ..." with the tail of its 
 or "timeout: ...") and the sweep continues. Workers are also replaced after
 ``recycle`` items, to bound the memory a long sweep accumulates.
 """
+
 import json
 import os
 import selectors
@@ -20,20 +21,34 @@ _STARTUP_TIMEOUT = 600.0
 
 
 def _error(message):
-    return {"outcome": "error", "samples": 0, "passed": 0, "max_error": None,
-            "message": message[:400], "skip_reason": None, "fallbacks": {}, "externs": {},
-            "seconds": 0.0}
+    return {
+        "outcome": "error",
+        "samples": 0,
+        "passed": 0,
+        "max_error": None,
+        "message": message[:400],
+        "skip_reason": None,
+        "fallbacks": {},
+        "externs": {},
+        "seconds": 0.0,
+    }
 
 
 class _Worker:
     def __init__(self, env, logdir):
         rfd, wfd = os.pipe()
-        self.log = tempfile.NamedTemporaryFile("w+b", dir=logdir, prefix="worker-",
-                                               suffix=".log", delete=False)
+        self.log = tempfile.NamedTemporaryFile(
+            "w+b", dir=logdir, prefix="worker-", suffix=".log", delete=False
+        )
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ember.conformance._worker", str(wfd)],
-            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
-            pass_fds=(wfd,), env=env, start_new_session=True)
+            stdin=subprocess.PIPE,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(wfd,),
+            env=env,
+            start_new_session=True,
+        )
         os.close(wfd)
         self.fd = rfd
         os.set_blocking(rfd, False)
@@ -176,13 +191,13 @@ def run_items(items, *, jobs=1, timeout=300.0, env=None, recycle=400, progress=N
                 if msgs is None:  # the worker is gone
                     status = w.status()
                     if w.item is not None:
-                        record(w.item, _error(f"crashed ({status}) while running it: "
-                                              f"{w.tail()}"))
+                        record(w.item, _error(f"crashed ({status}) while running it: {w.tail()}"))
                     elif not w.ready:
                         startup_failures += 1
                         if startup_failures >= 3:
-                            raise RuntimeError(f"conformance workers fail to start "
-                                               f"({status}): {w.tail(2000)}")
+                            raise RuntimeError(
+                                f"conformance workers fail to start ({status}): {w.tail(2000)}"
+                            )
                     retire(w, kill=True)
                     if pending or not w.ready:
                         spawn()
@@ -210,6 +225,7 @@ def run_items(items, *, jobs=1, timeout=300.0, env=None, recycle=400, progress=N
         except OSError:
             pass
     for it in items:  # anything never run (cannot happen unless startup kept failing)
-        results.setdefault((it["op"], it["dtype"], it["direction"]),
-                           _error("not run: workers failed to start"))
+        results.setdefault(
+            (it["op"], it["dtype"], it["direction"]), _error("not run: workers failed to start")
+        )
     return results, info

@@ -11,6 +11,7 @@ now passes (fixed: remove the entry), and on an entry whose outcome changed. Ent
 items that did not run (filtered out, not in the sampled set) are not judged; entries
 naming an op that OpInfo no longer has are stale.
 """
+
 import dataclasses
 
 FAILURES = ("mismatch", "error", "flaky")
@@ -38,16 +39,20 @@ def parse(text, path="<expected>"):
             continue
         parts = line.split(None, 4)
         if len(parts) < 5:
-            raise ValueError(f"{path}:{n}: expected '<op> <dtype> <direction>[@backend] "
-                             f"<outcome> <reason>', got {raw!r}")
+            raise ValueError(
+                f"{path}:{n}: expected '<op> <dtype> <direction>[@backend] "
+                f"<outcome> <reason>', got {raw!r}"
+            )
         op, dtype, direction, outcome, reason = parts
         direction, _, backend = direction.partition("@")
         if direction not in ("forward", "backward"):
-            raise ValueError(f"{path}:{n}: direction must be forward or backward, got "
-                             f"{direction!r}")
+            raise ValueError(
+                f"{path}:{n}: direction must be forward or backward, got {direction!r}"
+            )
         if outcome not in _OUTCOMES:
-            raise ValueError(f"{path}:{n}: outcome must be one of {', '.join(_OUTCOMES)}, "
-                             f"got {outcome!r}")
+            raise ValueError(
+                f"{path}:{n}: outcome must be one of {', '.join(_OUTCOMES)}, got {outcome!r}"
+            )
         key = (op, dtype, direction, backend or None)
         if key in seen:
             raise ValueError(f"{path}:{n}: duplicate entry for {op} {dtype} {direction}")
@@ -86,11 +91,15 @@ def check(runs, entries, known_ops=None):
                 if e is None:
                     problems.append(f"NEW FAILURE {where}: {outcome}: {res.get('message')}")
                 elif e.outcome not in ("any", outcome):
-                    problems.append(f"CHANGED {where}: expected {e.outcome} (line {e.line}),"
-                                    f" got {outcome}: {res.get('message')}")
+                    problems.append(
+                        f"CHANGED {where}: expected {e.outcome} (line {e.line}),"
+                        f" got {outcome}: {res.get('message')}"
+                    )
             elif e is not None and e.outcome != "any":
-                problems.append(f"NO LONGER FAILS {where}: {outcome}, expected {e.outcome} "
-                                f"(line {e.line}: {e.reason}); remove the entry")
+                problems.append(
+                    f"NO LONGER FAILS {where}: {outcome}, expected {e.outcome} "
+                    f"(line {e.line}: {e.reason}); remove the entry"
+                )
     if known_ops is not None:
         for e in entries:
             if e.op not in known_ops:
@@ -113,8 +122,7 @@ def render(runs, entries, reason_of):
         if not failing:
             continue
         outcomes = {r["outcome"] for r in failing.values()}
-        targets = ([None] if len(failing) == len(per) and len(outcomes) == 1
-                   else sorted(failing))
+        targets = [None] if len(failing) == len(per) and len(outcomes) == 1 else sorted(failing)
         for b in targets:
             res = failing[b] if b is not None else next(iter(failing.values()))
             old = _lookup(entries, op, dtype, direction, b)

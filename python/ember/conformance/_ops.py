@@ -3,6 +3,7 @@
 An entry's key is ``name`` or ``name.variant_test_name`` (e.g. ``nn.functional.conv2d``,
 ``normal.in_place``), unique across ``op_db``.
 """
+
 import fnmatch
 import warnings
 
@@ -10,14 +11,29 @@ import torch
 
 # Dtype names accepted on the command line (PyTorch's names, plus short forms).
 DTYPES = {
-    "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-    "int64": torch.int64, "bool": torch.bool, "float64": torch.float64,
-    "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "int64": torch.int64,
+    "bool": torch.bool,
+    "float64": torch.float64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
     "complex64": torch.complex64,
 }
-_SHORT = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i64": "int64",
-          "f64": "float64", "i32": "int32", "half": "float16", "float": "float32",
-          "long": "int64"}
+_SHORT = {
+    "f32": "float32",
+    "bf16": "bfloat16",
+    "f16": "float16",
+    "i64": "int64",
+    "f64": "float64",
+    "i32": "int32",
+    "half": "float16",
+    "float": "float32",
+    "long": "int64",
+}
 DIRECTIONS = ("forward", "backward")
 
 # Entries whose outputs are not a function of their inputs, beyond those OpInfo itself

@@ -11,6 +11,7 @@ JSON shape (the ``ops`` part is fixed by issue 8)::
 Outcomes: pass, mismatch, error, flaky, and skip (values not comparable per OpInfo:
 random output or uninitialized memory; only shapes/dtypes were checked).
 """
+
 import re
 
 from ._run import OUTCOMES
@@ -21,11 +22,14 @@ _KINDS = (
     ("timeout", "error", r"^timeout:"),
     ("crash", "error", r"^crashed"),
     ("harness", "error", r"^harness:"),
-    ("sparse/quantized/nested layouts", "error",
-     r"[Ss]parse|SparseCsr|quantiz|nested|layout"),
+    ("sparse/quantized/nested layouts", "error", r"[Ss]parse|SparseCsr|quantiz|nested|layout"),
     ("data-dependent or unsupported op (fallback)", "error", r"fallback"),
-    ("no kernel on the ember device", "error", r"Could not run|not implemented for 'PrivateUse1'|"
-     r"NotImplementedError"),
+    (
+        "no kernel on the ember device",
+        "error",
+        r"Could not run|not implemented for 'PrivateUse1'|"
+        r"NotImplementedError",
+    ),
     ("meta shape inference", "error", r"\bmeta\b|Meta"),
     ("device mixing", "error", r"same device|device type"),
     ("view/aliasing", None, r"view|alias|storage|stride|as_strided|set_"),
@@ -76,8 +80,11 @@ def summarize(results, items, dtypes, directions):
     counts, rates, kinds, fallbacks = {}, {}, {}, {}
     for dtype in dtypes:
         for direction in directions:
-            keyed = [(it["op"], dtype, direction) for it in items
-                     if it["dtype"] == dtype and it["direction"] == direction]
+            keyed = [
+                (it["op"], dtype, direction)
+                for it in items
+                if it["dtype"] == dtype and it["direction"] == direction
+            ]
             if not keyed:
                 continue
             c = {o: 0 for o in OUTCOMES}
@@ -94,48 +101,68 @@ def summarize(results, items, dtypes, directions):
             counts.setdefault(dtype, {})[direction] = c
             rates.setdefault(dtype, {})[direction] = round(c["pass"] / len(keyed), 4)
             kinds.setdefault(dtype, {})[direction] = dict(
-                sorted(k.items(), key=lambda kv: (-kv[1], kv[0])))
+                sorted(k.items(), key=lambda kv: (-kv[1], kv[0]))
+            )
             fallbacks.setdefault(dtype, {})[direction] = fb
-    return {"counts": counts, "pass_rate": rates, "failure_kinds": kinds,
-            "items_with_fallbacks": fallbacks}
+    return {
+        "counts": counts,
+        "pass_rate": rates,
+        "failure_kinds": kinds,
+        "items_with_fallbacks": fallbacks,
+    }
 
 
 def build(run, ops_order, meta):
     """The report section of one run: ``run`` has backend, reported backend, items,
     results, seconds; ``meta`` is merged into the summary (command, torch, ...)."""
     dtypes = list(dict.fromkeys(it["dtype"] for it in run["items"]))
-    directions = [d for d in ("forward", "backward")
-                  if any(it["direction"] == d for it in run["items"])]
+    directions = [
+        d for d in ("forward", "backward") if any(it["direction"] == d for it in run["items"])
+    ]
     summary = dict(meta)
-    summary.update({"backend": run["backend"], "backend_reported": run["reported"],
-                    "seconds": run["seconds"], "dtypes": dtypes,
-                    "directions": directions, "ops_run": len({it["op"] for it in run["items"]})})
+    summary.update(
+        {
+            "backend": run["backend"],
+            "backend_reported": run["reported"],
+            "seconds": run["seconds"],
+            "dtypes": dtypes,
+            "directions": directions,
+            "ops_run": len({it["op"] for it in run["items"]}),
+        }
+    )
     if run.get("fraction") is not None:
         summary["sample_fraction"] = run["fraction"]
     summary.update(summarize(run["results"], run["items"], dtypes, directions))
-    return {"ops": _table(run["results"], ops_order, dtypes, directions),
-            "summary": summary,
-            "details": _details(run["results"], ops_order)}
+    return {
+        "ops": _table(run["results"], ops_order, dtypes, directions),
+        "summary": summary,
+        "details": _details(run["results"], ops_order),
+    }
 
 
 def _backend_text(summary):
     b = summary["backend"]
     rep = summary.get("backend_reported")
     if rep is None:
-        return (f"`{b}` (this ember build has no EMBER_BACKEND switch: every op ran as an "
-                f"ATen extern)")
+        return (
+            f"`{b}` (this ember build has no EMBER_BACKEND switch: every op ran as an ATen extern)"
+        )
     return f"`{b}` (ember reports `{rep}`)"
 
 
 def _counts_table(summary):
-    out = ["| dtype | direction | entries | pass | mismatch | error | flaky | skip | pass rate |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| dtype | direction | entries | pass | mismatch | error | flaky | skip | pass rate |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for dtype, per in summary["counts"].items():
         for direction, c in per.items():
             rate = summary["pass_rate"][dtype][direction]
-            out.append(f"| {dtype} | {direction} | {c['entries']} | {c['pass']} | "
-                       f"{c['mismatch']} | {c['error']} | {c['flaky']} | {c['skip']} | "
-                       f"{100 * rate:.1f}% |")
+            out.append(
+                f"| {dtype} | {direction} | {c['entries']} | {c['pass']} | "
+                f"{c['mismatch']} | {c['error']} | {c['flaky']} | {c['skip']} | "
+                f"{100 * rate:.1f}% |"
+            )
     return out
 
 
@@ -146,18 +173,22 @@ def _esc(s):
 def markdown(report):
     """The report as Markdown: counts, failure kinds, every failure with its message."""
     out = []
-    sections = [("", report)] + ([("Sampled run: ", report["sampled"])]
-                                 if report.get("sampled") else [])
+    sections = [("", report)] + (
+        [("Sampled run: ", report["sampled"])] if report.get("sampled") else []
+    )
     for title, sec in sections:
         s = sec["summary"]
         out.append(f"## {title}backend {_backend_text(s)}")
         out.append("")
         if s.get("sample_fraction") is not None:
-            out.append(f"Ops sampled: {s['ops_run']} (fraction {s['sample_fraction']}, "
-                       f"chosen by a stable hash of the op key).")
+            out.append(
+                f"Ops sampled: {s['ops_run']} (fraction {s['sample_fraction']}, "
+                f"chosen by a stable hash of the op key)."
+            )
             out.append("")
-        out.append(f"Command: `{s.get('command', '')}` — torch {s.get('torch')}, "
-                   f"{s['seconds']:.0f} s.")
+        out.append(
+            f"Command: `{s.get('command', '')}` — torch {s.get('torch')}, {s['seconds']:.0f} s."
+        )
         out.append("")
         out += _counts_table(s)
         out.append("")
@@ -179,7 +210,9 @@ def markdown(report):
                     if r["outcome"] in ("pass", "skip"):
                         continue
                     err = "" if r["max_error"] is None else f"{r['max_error']:.3g}"
-                    out.append(f"| {op} | {dtype} | {direction} | {r['outcome']} | "
-                               f"{r['kind']} | {err} | {_esc(r['message'])[:240]} |")
+                    out.append(
+                        f"| {op} | {dtype} | {direction} | {r['outcome']} | "
+                        f"{r['kind']} | {err} | {_esc(r['message'])[:240]} |"
+                    )
         out.append("")
     return "\n".join(out) + "\n"

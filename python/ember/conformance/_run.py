@@ -21,6 +21,7 @@ any sample differed, else ``pass``. Entries whose values OpInfo itself does not 
 uninitialized memory: ``_ops.value_skip_reason``) are checked for result structure,
 shapes and dtypes only and get ``skip`` when those match.
 """
+
 import math
 import time
 
@@ -64,6 +65,7 @@ def _tensors(x, out):
 
 def describe(sample):
     """A short text of a sample's inputs: tensor dtypes/shapes and small values."""
+
     def d(x):
         if isinstance(x, torch.Tensor):
             s = f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}"
@@ -78,6 +80,7 @@ def describe(sample):
         if isinstance(x, dict):
             return "{" + ", ".join(f"{k}={d(v)}" for k, v in x.items()) + "}"
         return repr(x)[:40]
+
     parts = [d(sample.input)] + [d(a) for a in sample.args]
     parts += [f"{k}={d(v)}" for k, v in sample.kwargs.items()]
     return ", ".join(parts)[:300]
@@ -101,6 +104,7 @@ def _to_cpu(sample):
             leaves.append((t, c))
         memo[id(t)] = c
         return c
+
     return (_map(sample.input, f), _map(sample.args, f), _map(sample.kwargs, f)), leaves
 
 
@@ -126,8 +130,9 @@ def _forward(op, s1, s2):
             return None, None
         return exc, None
     if isinstance(expected, Exception):
-        return None, _compare.Mismatch(f"eager raises {_message(expected)}; ember does not",
-                                       math.inf)
+        return None, _compare.Mismatch(
+            f"eager raises {_message(expected)}; ember does not", math.inf
+        )
     r2 = _compare.tree_to_cpu(_call(op, s2, _own(s2)))
     if not _compare.identical(r1, r2):
         # Eager CPU itself may not repeat (e.g. LAPACK gelsy on an underdetermined
@@ -151,8 +156,10 @@ def _grads(op, sample, inputs, leaves, cotangent_seed):
     gen = torch.Generator().manual_seed(cotangent_seed)
     cots = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device) for t in outs]
     grads = torch.autograd.grad(outs, leaves, cots, allow_unused=True)
-    return [torch.zeros(leaf.shape, dtype=leaf.dtype) if g is None else g.detach().to("cpu")
-            for g, leaf in zip(grads, leaves)]
+    return [
+        torch.zeros(leaf.shape, dtype=leaf.dtype) if g is None else g.detach().to("cpu")
+        for g, leaf in zip(grads, leaves)
+    ]
 
 
 def _backward(op, s1, s2, seed):
@@ -192,8 +199,14 @@ def run_item(op, dtype, direction, device="ember", max_samples=None):
     ember.sync()
     ember.metrics.clear()
     skip_reason = value_skip_reason(op)
-    res = {"outcome": "pass", "samples": 0, "passed": 0, "max_error": None,
-           "message": None, "skip_reason": skip_reason}
+    res = {
+        "outcome": "pass",
+        "samples": 0,
+        "passed": 0,
+        "max_error": None,
+        "message": None,
+        "skip_reason": skip_reason,
+    }
     worst = {"error": None, "flaky": None, "mismatch": None}
     max_err = 0.0
     backward = direction == "backward"
@@ -204,8 +217,7 @@ def run_item(op, dtype, direction, device="ember", max_samples=None):
         first, second = [], []
         worst["error"] = f"sample_inputs on ember: {_message(exc)}"
     if len(first) != len(second):
-        worst["flaky"] = (f"sample_inputs on ember gave {len(first)} then {len(second)} "
-                          f"samples")
+        worst["flaky"] = f"sample_inputs on ember gave {len(first)} then {len(second)} samples"
         first = second = []
     for i, (sample, again) in enumerate(zip(first, second)):
         if max_samples is not None and res["samples"] >= max_samples:

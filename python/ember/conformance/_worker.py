@@ -7,6 +7,7 @@ database is loaded, then per item ``{"event": "start", ...}`` and ``{"event": "r
 hang from a missing result and records it against the item that had started.
 Anything an op prints goes to the worker's stdout/stderr, never into the protocol.
 """
+
 import json
 import os
 import sys
@@ -60,8 +61,14 @@ def main(argv):
     ember.config.log_recompiles = False
     from . import _ops, _run
 
-    send({"event": "ready", "pid": os.getpid(), "torch": torch.__version__,
-          "backend": _backend_reported(ember)})
+    send(
+        {
+            "event": "ready",
+            "pid": os.getpid(),
+            "torch": torch.__version__,
+            "backend": _backend_reported(ember),
+        }
+    )
     db = None  # loaded on the first item, under the item timeout
     for line in sys.stdin:
         if not line.strip():
@@ -72,12 +79,24 @@ def main(argv):
         try:
             if db is None:
                 db = _ops.load_op_db()
-            res = _run.run_item(db[item["op"]], _ops.DTYPES[item["dtype"]], item["direction"],
-                                max_samples=item.get("max_samples"))
+            res = _run.run_item(
+                db[item["op"]],
+                _ops.DTYPES[item["dtype"]],
+                item["direction"],
+                max_samples=item.get("max_samples"),
+            )
         except BaseException as exc:  # the harness itself failed on this item
-            res = {"outcome": "error", "samples": 0, "passed": 0, "max_error": None,
-                   "message": f"harness: {type(exc).__name__}: {exc}"[:400],
-                   "skip_reason": None, "fallbacks": {}, "externs": {}, "seconds": 0.0}
+            res = {
+                "outcome": "error",
+                "samples": 0,
+                "passed": 0,
+                "max_error": None,
+                "message": f"harness: {type(exc).__name__}: {exc}"[:400],
+                "skip_reason": None,
+                "fallbacks": {},
+                "externs": {},
+                "seconds": 0.0,
+            }
         send({"event": "result", "item": item, "result": res})
 
 

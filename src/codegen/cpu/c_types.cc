@@ -10,21 +10,35 @@ namespace ember::codegen {
 
 std::string StorageType(DType t) {
   switch (t) {
-    case DType::kPred: return "uint8_t";
-    case DType::kS8: return "int8_t";
-    case DType::kS16: return "int16_t";
-    case DType::kS32: return "int32_t";
-    case DType::kS64: return "int64_t";
-    case DType::kU8: return "uint8_t";
-    case DType::kU16: return "uint16_t";
-    case DType::kU32: return "uint32_t";
-    case DType::kU64: return "uint64_t";
-    case DType::kF16: return "uint16_t";
-    case DType::kBF16: return "uint16_t";
-    case DType::kF32: return "float";
-    case DType::kF64: return "double";
+    case DType::kPred:
+      return "uint8_t";
+    case DType::kS8:
+      return "int8_t";
+    case DType::kS16:
+      return "int16_t";
+    case DType::kS32:
+      return "int32_t";
+    case DType::kS64:
+      return "int64_t";
+    case DType::kU8:
+      return "uint8_t";
+    case DType::kU16:
+      return "uint16_t";
+    case DType::kU32:
+      return "uint32_t";
+    case DType::kU64:
+      return "uint64_t";
+    case DType::kF16:
+      return "uint16_t";
+    case DType::kBF16:
+      return "uint16_t";
+    case DType::kF32:
+      return "float";
+    case DType::kF64:
+      return "double";
     case DType::kC64:
-    case DType::kC128: return "void";  // rejected by CheckKernelSupported
+    case DType::kC128:
+      return "void";  // rejected by CheckKernelSupported
   }
   return "void";
 }
@@ -84,8 +98,8 @@ std::string DoubleBitsExpr(uint64_t bits) {
     return buf;
   }
   // NaN payloads and infinities through a bit cast.
-  std::snprintf(buf, sizeof(buf),
-                "__builtin_bit_cast(double, (uint64_t)0x%016" PRIx64 "ULL)", bits);
+  std::snprintf(buf, sizeof(buf), "__builtin_bit_cast(double, (uint64_t)0x%016" PRIx64 "ULL)",
+                bits);
   return buf;
 }
 
@@ -103,21 +117,35 @@ std::string ElementExpr(const Literal& lit, int64_t i) {
     return v;
   };
   switch (t) {
-    case DType::kPred: return rd(uint8_t{0}) ? "(uint8_t)1" : "(uint8_t)0";
-    case DType::kS8: return "(int8_t)" + std::to_string(rd(int8_t{0}));
-    case DType::kS16: return "(int16_t)" + std::to_string(rd(int16_t{0}));
-    case DType::kS32: return "(int32_t)" + IntLiteral(rd(int32_t{0}));
-    case DType::kS64: return "(int64_t)" + IntLiteral(rd(int64_t{0}));
-    case DType::kU8: return "(uint8_t)" + std::to_string(rd(uint8_t{0}));
-    case DType::kU16: return "(uint16_t)" + std::to_string(rd(uint16_t{0}));
-    case DType::kU32: return "(uint32_t)" + std::to_string(rd(uint32_t{0})) + "u";
-    case DType::kU64: return "(uint64_t)" + std::to_string(rd(uint64_t{0})) + "ULL";
-    case DType::kBF16: return FloatBitsExpr(static_cast<uint32_t>(rd(uint16_t{0})) << 16);
-    case DType::kF16: return FloatBitsExpr(FloatToBits(F16ToFloat(rd(uint16_t{0}))));
-    case DType::kF32: return FloatBitsExpr(rd(uint32_t{0}));
-    case DType::kF64: return DoubleBitsExpr(rd(uint64_t{0}));
+    case DType::kPred:
+      return rd(uint8_t{0}) ? "(uint8_t)1" : "(uint8_t)0";
+    case DType::kS8:
+      return "(int8_t)" + std::to_string(rd(int8_t{0}));
+    case DType::kS16:
+      return "(int16_t)" + std::to_string(rd(int16_t{0}));
+    case DType::kS32:
+      return "(int32_t)" + IntLiteral(rd(int32_t{0}));
+    case DType::kS64:
+      return "(int64_t)" + IntLiteral(rd(int64_t{0}));
+    case DType::kU8:
+      return "(uint8_t)" + std::to_string(rd(uint8_t{0}));
+    case DType::kU16:
+      return "(uint16_t)" + std::to_string(rd(uint16_t{0}));
+    case DType::kU32:
+      return "(uint32_t)" + std::to_string(rd(uint32_t{0})) + "u";
+    case DType::kU64:
+      return "(uint64_t)" + std::to_string(rd(uint64_t{0})) + "ULL";
+    case DType::kBF16:
+      return FloatBitsExpr(static_cast<uint32_t>(rd(uint16_t{0})) << 16);
+    case DType::kF16:
+      return FloatBitsExpr(FloatToBits(F16ToFloat(rd(uint16_t{0}))));
+    case DType::kF32:
+      return FloatBitsExpr(rd(uint32_t{0}));
+    case DType::kF64:
+      return DoubleBitsExpr(rd(uint64_t{0}));
     case DType::kC64:
-    case DType::kC128: return "0";
+    case DType::kC128:
+      return "0";
   }
   return "0";
 }

@@ -267,7 +267,8 @@ TEST(CodegenCache, FailedBatchFallsBackToSingleKernels) {
          "grep -q 'A batch of' kernel.cc; then echo 'picky: no batches' >&2; exit 3; fi\n"
          "if grep -q 'ember_fused_bcast_mul_add_max_sub_min_1(' kernel.cc; then "
          "echo 'picky: not this one' >&2; exit 4; fi\n"
-         "exec " << *real << " \"$@\"\n";
+         "exec "
+      << *real << " \"$@\"\n";
   }
   ASSERT_EQ(chmod(wrapper.c_str(), 0755), 0);
   ResetCodegenStats();
@@ -279,7 +280,8 @@ TEST(CodegenCache, FailedBatchFallsBackToSingleKernels) {
   ASSERT_TRUE(ks[0].ok()) << ks[0].status().ToString();
   ASSERT_FALSE(ks[1].ok());
   EXPECT_NE(ks[1].status().message().find("ember_fused_bcast_mul_add_max_sub_min_1"),
-            std::string::npos) << ks[1].status().ToString();
+            std::string::npos)
+      << ks[1].status().ToString();
   EXPECT_NE(ks[1].status().message().find("picky: not this one"), std::string::npos);
   ASSERT_TRUE(ks[2].ok()) << ks[2].status().ToString();
   EXPECT_TRUE(ChainWorks(*ks[0].value(), a));

@@ -62,9 +62,8 @@ void CheckDataMovement(DType t) {
   auto g = b.Build();
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   ExpectMatchesInterpreter(*g,
-                           {RandomLiteral(xs, rng), RandomLiteral(ys, rng),
-                            RandomLiteral(zs, rng), RandomLiteral(ss, rng),
-                            Literal(Shape(t, {3, 0, 4}))},
+                           {RandomLiteral(xs, rng), RandomLiteral(ys, rng), RandomLiteral(zs, rng),
+                            RandomLiteral(ss, rng), Literal(Shape(t, {3, 0, 4}))},
                            FastOptions(dir.path()));
 }
 
@@ -102,8 +101,8 @@ TEST(CodegenDataMovement, OutputIsAParameterOrConstant) {
   b.SetOutputs({x, b.ConstantScalar(DType::kF32, -0.0), x});
   auto g = b.Build();
   ASSERT_TRUE(g.ok());
-  auto k = ExpectMatchesInterpreter(*g, {Literal::FromInts(Shape(DType::kS32, {5}), {1, 2, 3, 4, 5})},
-                                    FastOptions(dir.path()));
+  auto k = ExpectMatchesInterpreter(
+      *g, {Literal::FromInts(Shape(DType::kS32, {5}), {1, 2, 3, 4, 5})}, FastOptions(dir.path()));
   ASSERT_NE(k, nullptr);
   EXPECT_EQ(k->name(), "ember_fused_copy_0");
 }

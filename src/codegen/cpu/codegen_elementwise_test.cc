@@ -19,24 +19,27 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 const std::vector<double> kFloatSpecials = {
-    kNaN, -kNaN, kInf, -kInf, 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, 1e-40, -1e-40,
-    3e38, -3e38, 2147483647.0, 2147483648.0, -2147483649.0, 9.3e18, -9.3e18, 1.8e19, 255.5,
-    -1.0, 1.0, 0.1, 100.0, -100.0, 1e-3, 7.0, -7.0, 65504.0, 70000.0};
+    kNaN,          -kNaN,  kInf,    -kInf,  0.0,     -0.0,   0.5,   -0.5,         1.5,
+    2.5,           -2.5,   3.5,     1e-40,  -1e-40,  3e38,   -3e38, 2147483647.0, 2147483648.0,
+    -2147483649.0, 9.3e18, -9.3e18, 1.8e19, 255.5,   -1.0,   1.0,   0.1,          100.0,
+    -100.0,        1e-3,   7.0,     -7.0,   65504.0, 70000.0};
 
-const std::vector<double> kIntSpecials = {-2147483648.0, 2147483647.0, -1, 0, 1, 2, -2, 31, 32,
-                                          33, -31, 7, -7, 3, -3, 100, -100, 65536, 1 << 30};
+const std::vector<double> kIntSpecials = {
+    -2147483648.0, 2147483647.0, -1,    0,      1, 2, -2, 31, 32, 33, -31, 7, -7, 3, -3,
+    100,           -100,         65536, 1 << 30};
 
 std::vector<OpKind> FloatUnaryOps() {
-  return {OpKind::kNegate, OpKind::kAbs,   OpKind::kExp,  OpKind::kLog,   OpKind::kLog1p,
-          OpKind::kExpm1,  OpKind::kSqrt,  OpKind::kRsqrt, OpKind::kTanh, OpKind::kLogistic,
-          OpKind::kSin,    OpKind::kCos,   OpKind::kErf,  OpKind::kFloor, OpKind::kCeil,
-          OpKind::kRoundNearestEven, OpKind::kSign};
+  return {OpKind::kNegate, OpKind::kAbs,      OpKind::kExp,  OpKind::kLog,
+          OpKind::kLog1p,  OpKind::kExpm1,    OpKind::kSqrt, OpKind::kRsqrt,
+          OpKind::kTanh,   OpKind::kLogistic, OpKind::kSin,  OpKind::kCos,
+          OpKind::kErf,    OpKind::kFloor,    OpKind::kCeil, OpKind::kRoundNearestEven,
+          OpKind::kSign};
 }
 
 std::vector<DType> ConvertTargets() {
-  return {DType::kPred, DType::kS8,  DType::kS16, DType::kS32, DType::kS64, DType::kU8,
-          DType::kU16,  DType::kU32, DType::kU64, DType::kF16, DType::kBF16, DType::kF32,
-          DType::kF64};
+  return {DType::kPred, DType::kS8,  DType::kS16, DType::kS32, DType::kS64,
+          DType::kU8,   DType::kU16, DType::kU32, DType::kU64, DType::kF16,
+          DType::kBF16, DType::kF32, DType::kF64};
 }
 
 // Every float unary op and every convert on one operand of dtype t.
@@ -72,8 +75,7 @@ TEST(CodegenElementwise, NarrowIntConvertsMatchInterpreter) {
   b.SetOutputs(outs);
   auto g = b.Build();
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  Literal arg = Literal::FromDoubles(
-      s, {3e9, -3e9, 300.7, -1.5, 70000, std::nan(""), 5e18, 4e9});
+  Literal arg = Literal::FromDoubles(s, {3e9, -3e9, 300.7, -1.5, 70000, std::nan(""), 5e18, 4e9});
   ExpectMatchesInterpreter(*g, {arg}, FastOptions(dir.path()));
 }
 
@@ -109,9 +111,9 @@ void CheckBinary(DType t, const std::vector<double>& specials_a,
   GraphBuilder b;
   NodeId x = b.Parameter(0, s);
   NodeId y = b.Parameter(1, s);
-  std::vector<OpKind> ops = {OpKind::kAdd, OpKind::kSubtract, OpKind::kMultiply, OpKind::kDivide,
-                             OpKind::kRemainder, OpKind::kPower, OpKind::kMaximum,
-                             OpKind::kMinimum};
+  std::vector<OpKind> ops = {OpKind::kAdd,     OpKind::kSubtract,  OpKind::kMultiply,
+                             OpKind::kDivide,  OpKind::kRemainder, OpKind::kPower,
+                             OpKind::kMaximum, OpKind::kMinimum};
   if (IsFloat(t)) {
     ops.push_back(OpKind::kAtan2);
   } else {
@@ -222,13 +224,21 @@ TEST(CodegenElementwise, PredLogicSelectClamp) {
   NodeId lo = b.ConstantScalar(DType::kF32, -1.5);
   NodeId hi = b.ConstantScalar(DType::kF32, 2.0);
   NodeId ilo = b.ConstantScalar(DType::kS32, -3);
-  std::vector<NodeId> outs = {
-      b.Binary(OpKind::kAnd, p, q), b.Binary(OpKind::kOr, p, q), b.Binary(OpKind::kXor, p, q),
-      b.Unary(OpKind::kNot, p), b.Compare(p, q, ComparisonKind::kLt),
-      b.Convert(p, DType::kF32), b.Convert(p, DType::kS32), b.Convert(p, DType::kBF16),
-      b.Select(p, x, y), b.Select(sp, x, y), b.Select(p, i, b.Negate(i)),
-      b.Clamp(lo, x, hi), b.Clamp(y, x, hi), b.Clamp(ilo, i, b.Parameter(6, is)),
-      b.Select(b.Compare(x, y, ComparisonKind::kNe), x, y)};
+  std::vector<NodeId> outs = {b.Binary(OpKind::kAnd, p, q),
+                              b.Binary(OpKind::kOr, p, q),
+                              b.Binary(OpKind::kXor, p, q),
+                              b.Unary(OpKind::kNot, p),
+                              b.Compare(p, q, ComparisonKind::kLt),
+                              b.Convert(p, DType::kF32),
+                              b.Convert(p, DType::kS32),
+                              b.Convert(p, DType::kBF16),
+                              b.Select(p, x, y),
+                              b.Select(sp, x, y),
+                              b.Select(p, i, b.Negate(i)),
+                              b.Clamp(lo, x, hi),
+                              b.Clamp(y, x, hi),
+                              b.Clamp(ilo, i, b.Parameter(6, is)),
+                              b.Select(b.Compare(x, y, ComparisonKind::kNe), x, y)};
   b.SetOutputs(outs);
   auto g = b.Build();
   ASSERT_TRUE(g.ok()) << g.status().ToString();

@@ -35,8 +35,8 @@ std::vector<float> Values(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> mant(1.0f, 2.0f);
   std::uniform_int_distribution<int> ex(-30, 30), sign(0, 1);
-  const std::vector<float> specials = {kNaN, -kNaN, kInf, -kInf, 0.0f, -0.0f, 1e-40f, -1e-40f,
-                                       3e38f, -3e38f, 1.0f, -1.0f, 0.1f};
+  const std::vector<float> specials = {kNaN,    -kNaN, kInf,   -kInf, 0.0f,  -0.0f, 1e-40f,
+                                       -1e-40f, 3e38f, -3e38f, 1.0f,  -1.0f, 0.1f};
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     v[i] = i < static_cast<int64_t>(specials.size())
@@ -87,11 +87,11 @@ void CheckKernels(bool fast) {
   NodeId row = b.Parameter(3, Shape(DType::kF32, {cols}));
   NodeId sb = b.BroadcastInDim(alpha, {rows, cols}, {});
   NodeId neg = b.Negate(sb);
-  NodeId out0 = MulAdd(b, x, sb, z);                                  // a + alpha * b
+  NodeId out0 = MulAdd(b, x, sb, z);  // a + alpha * b
   NodeId out1 = MulAdd(b, z, neg, x, /*s_first=*/true, /*product_first=*/false);
-  NodeId out2 = MulAdd(b, MulAdd(b, x, sb, z), neg, x);               // (x + z) - x
+  NodeId out2 = MulAdd(b, MulAdd(b, x, sb, z), neg, x);  // (x + z) - x
   NodeId rz = b.BroadcastInDim(row, {rows, cols}, {1});
-  NodeId out3 = MulAdd(b, x, neg, rz);                                // row loop
+  NodeId out3 = MulAdd(b, x, neg, rz);  // row loop
   b.SetOutputs({out0, out1, out2, out3});
   auto g = b.Build();
   ASSERT_TRUE(g.ok()) << g.status().ToString();

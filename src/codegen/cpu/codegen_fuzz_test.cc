@@ -4,11 +4,10 @@
 // <= 128 elements follow the interpreter's order exactly and the generator
 // keeps arrays at <= 64 elements), except, in optimized builds, outputs
 // computed from vector-math ops (kVectorMathMaxUlps + twice the spread of
-// the interpreter's outputs with those ops perturbed by 4 ulps). To keep compiles few, 25 graphs are merged
-// side by side into one kernel. EMBER_FUZZ_SEED and EMBER_FUZZ_GRAPHS
-// override the seed (printed) and the graph count (default 500);
-// EMBER_FUZZ_OPT the optimization flag (default -O0: compile time dominates;
-// EMBER_FUZZ_OPT=-O3 checks optimized code, bit-exact as well).
+// the interpreter's outputs with those ops perturbed by 4 ulps). To keep compiles few, 25 graphs
+// are merged side by side into one kernel. EMBER_FUZZ_SEED and EMBER_FUZZ_GRAPHS override the seed
+// (printed) and the graph count (default 500); EMBER_FUZZ_OPT the optimization flag (default -O0:
+// compile time dominates; EMBER_FUZZ_OPT=-O3 checks optimized code, bit-exact as well).
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -50,8 +49,7 @@ TEST(CodegenFuzz, RandomGraphsMatchInterpreterBitForBit) {
   const int total = static_cast<int>(EnvOr("EMBER_FUZZ_GRAPHS", 500));
   constexpr int kPerKernel = 25;
   std::printf("codegen fuzz: seed %llu, %d graphs (rerun: EMBER_FUZZ_SEED=%llu)\n",
-              static_cast<unsigned long long>(seed), total,
-              static_cast<unsigned long long>(seed));
+              static_cast<unsigned long long>(seed), total, static_cast<unsigned long long>(seed));
   testing::TempDir dir;
   fuzz::RandomGraphOptions gopts;
   gopts.allow_dot = false;
@@ -151,16 +149,18 @@ TEST(CodegenFuzz, RandomGraphsMatchInterpreterBitForBit) {
     }
   }
   const size_t num_kernels = kernels.size();
-  std::printf("codegen fuzz: %d graphs compared in %d kernels (%s), %d skipped "
-              "(unsupported ops)\n",
-              compared, static_cast<int>(num_kernels),
-              vectorizes ? (std::to_string(tolerant_outputs) + " outputs from vector math within " +
-                            std::to_string(kVectorMathMaxUlps) +
-                            " ulps + 2x the perturbed spread, the rest bit for bit")
-                               .c_str()
-                         : "bit for bit",
-              skipped);
-  for (const auto& [op, count] : skip_reasons) std::printf("  skipped for %s: %d\n", op.c_str(), count);
+  std::printf(
+      "codegen fuzz: %d graphs compared in %d kernels (%s), %d skipped "
+      "(unsupported ops)\n",
+      compared, static_cast<int>(num_kernels),
+      vectorizes ? (std::to_string(tolerant_outputs) + " outputs from vector math within " +
+                    std::to_string(kVectorMathMaxUlps) +
+                    " ulps + 2x the perturbed spread, the rest bit for bit")
+                       .c_str()
+                 : "bit for bit",
+      skipped);
+  for (const auto& [op, count] : skip_reasons)
+    std::printf("  skipped for %s: %d\n", op.c_str(), count);
   // Most generated graphs must be in tier 1's op set, or the fuzzer tests little.
   EXPECT_GE(compared, total * 3 / 4);
 }

@@ -71,8 +71,9 @@ TEST(CodegenIndexingGeneral, EmbeddingGatherOnEveryDtype) {
     GatherDims d{{1}, {0}, {0}, 1};
     Shape idx(DType::kS64, {300, 1});
     Check(BuildGather(table, idx, d, {1, 48}),
-          {RandomLiteral(table, rng, IsFloat(t) ? std::vector<double>{NAN, -0.0, INFINITY}
-                                                : std::vector<double>{}),
+          {RandomLiteral(
+               table, rng,
+               IsFloat(t) ? std::vector<double>{NAN, -0.0, INFINITY} : std::vector<double>{}),
            Indices(idx, rng, 0, 64)},
           dir.path());
     GatherDims d2{{2}, {0}, {0}, 2};
@@ -179,15 +180,17 @@ TEST(CodegenIndexingGeneral, ScatterEveryCombiner) {
       Shape x(t, {6, 5}), u(t, {40, 5});
       if (t == DType::kPred && k != ReduceKind::kAssign) {
         // Not generated (the runtime interprets it): declined, never a wrong answer.
-        EXPECT_EQ(CompileKernel(BuildScatter(x, idx, u, d, k), FastOptions(dir.path())).status().code(),
-                  StatusCode::kUnimplemented);
+        EXPECT_EQ(
+            CompileKernel(BuildScatter(x, idx, u, d, k), FastOptions(dir.path())).status().code(),
+            StatusCode::kUnimplemented);
         continue;
       }
       Check(BuildScatter(x, idx, u, d, k),
-            {RandomLiteral(x, rng, IsFloat(t) ? std::vector<double>{NAN, -0.0} : std::vector<double>{}),
+            {RandomLiteral(x, rng,
+                           IsFloat(t) ? std::vector<double>{NAN, -0.0} : std::vector<double>{}),
              Indices(idx, rng, 0, 5),
-             RandomLiteral(u, rng, IsFloat(t) ? std::vector<double>{0.0, NAN, -0.0}
-                                              : std::vector<double>{})},
+             RandomLiteral(
+                 u, rng, IsFloat(t) ? std::vector<double>{0.0, NAN, -0.0} : std::vector<double>{})},
             dir.path());
     }
   }
@@ -252,8 +255,8 @@ TEST(CodegenIndexingGeneral, GeneralScatterDimensionNumbers) {
     Shape idx(DType::kS64, {0, 1});
     Shape u(DType::kF32, {0, 3});
     ScatterDims d{{1}, {0}, {0}, 1};
-    Check(BuildScatter(x, idx, u, d, ReduceKind::kAdd), {RandomLiteral(x, rng), Literal(idx), Literal(u)},
-          dir.path());
+    Check(BuildScatter(x, idx, u, d, ReduceKind::kAdd),
+          {RandomLiteral(x, rng), Literal(idx), Literal(u)}, dir.path());
   }
 }
 
@@ -276,7 +279,8 @@ TEST(CodegenIndexingGeneral, OutOfRangeIndicesAreDataErrors) {
     auto r = RunKernel(**k, {RandomLiteral(table, rng), iv}, ThreadParallelFor(4));
     EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange) << r.status().ToString();
     EXPECT_NE(r.status().message().find("gather %2"), std::string::npos) << r.status().ToString();
-    EXPECT_EQ(Evaluate(gg, {RandomLiteral(table, rng), iv}).status().code(), StatusCode::kOutOfRange);
+    EXPECT_EQ(Evaluate(gg, {RandomLiteral(table, rng), iv}).status().code(),
+              StatusCode::kOutOfRange);
 
     ScatterDims sd{{1}, {0}, {0}, 1};
     Shape u(DType::kF32, {6, 4});
@@ -285,7 +289,8 @@ TEST(CodegenIndexingGeneral, OutOfRangeIndicesAreDataErrors) {
     ASSERT_TRUE(ks.ok()) << ks.status().ToString();
     auto rs = RunKernel(**ks, {RandomLiteral(table, rng), iv, RandomLiteral(u, rng)});
     EXPECT_EQ(rs.status().code(), StatusCode::kOutOfRange) << rs.status().ToString();
-    EXPECT_NE(rs.status().message().find("scatter %3"), std::string::npos) << rs.status().ToString();
+    EXPECT_NE(rs.status().message().find("scatter %3"), std::string::npos)
+        << rs.status().ToString();
   }
   {
     // u64 above INT64_MAX

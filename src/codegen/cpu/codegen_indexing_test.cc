@@ -29,7 +29,8 @@ Literal Ints(DType t, std::vector<int64_t> dims, const std::vector<double>& v) {
 NodeId FullCoords(GraphBuilder& b, NodeId index, int64_t rows, int64_t cols, int64_t dim) {
   std::vector<NodeId> parts;
   for (int64_t d = 0; d < 2; ++d) {
-    NodeId p = d == dim ? b.Convert(index, DType::kS64) : b.Iota(Shape(DType::kS64, {rows, cols}), d);
+    NodeId p =
+        d == dim ? b.Convert(index, DType::kS64) : b.Iota(Shape(DType::kS64, {rows, cols}), d);
     parts.push_back(b.Reshape(p, {rows, cols, 1}));
   }
   return b.Concatenate(parts, 2);
@@ -89,8 +90,7 @@ TEST(CodegenIndexing, GathersMatchInterpreter) {
   std::vector<Literal> args = {
       RandomLiteral(Shape(DType::kF32, {5, 6}), rng, {kNaN, -0.0}),
       Ints(DType::kS64, {5, 4}, {5, 0, 3, 3, 1, 1, 2, 0, 4, 5, 5, 5, 0, 0, 0, 2, 3, 1, 4, 2}),
-      Ints(DType::kS32, {3}, {4, 0, 4}),
-      Ints(DType::kS64, {2, 3}, {1, 1, 0, 4, 2, 3}),
+      Ints(DType::kS32, {3}, {4, 0, 4}), Ints(DType::kS64, {2, 3}, {1, 1, 0, 4, 2, 3}),
       Ints(DType::kU32, {2, 2}, {2, 4, 0, 0})};
   for (bool fast : {true, false}) {
     CodegenOptions opts = FastOptions(dir.path());
@@ -107,10 +107,10 @@ TEST(CodegenIndexing, ScattersMatchInterpreter) {
   TempDir dir;
   std::mt19937_64 rng(11);
   const std::vector<std::pair<DType, ReduceKind>> cases = {
-      {DType::kF32, ReduceKind::kAdd},     {DType::kS32, ReduceKind::kAssign},
+      {DType::kF32, ReduceKind::kAdd},      {DType::kS32, ReduceKind::kAssign},
       {DType::kF32, ReduceKind::kMultiply}, {DType::kF32, ReduceKind::kMaximum},
-      {DType::kF32, ReduceKind::kMinimum}, {DType::kBF16, ReduceKind::kAdd},
-      {DType::kS32, ReduceKind::kAdd},     {DType::kS32, ReduceKind::kOr}};
+      {DType::kF32, ReduceKind::kMinimum},  {DType::kBF16, ReduceKind::kAdd},
+      {DType::kS32, ReduceKind::kAdd},      {DType::kS32, ReduceKind::kOr}};
   for (const auto& [t, kind] : cases) {
     SCOPED_TRACE(std::string(DTypeName(t)) + " " + std::string(ReduceKindName(kind)));
     GraphBuilder b;
@@ -126,10 +126,9 @@ TEST(CodegenIndexing, ScattersMatchInterpreter) {
     auto g = b.Build();
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     // Rows 0 and 2 hit column 1 three times and twice.
-    std::vector<Literal> args = {
-        RandomLiteral(Shape(t, {4, 5}), rng, {kNaN, 3.0}),
-        Ints(DType::kS64, {4, 3}, {1, 1, 1, 0, 4, 2, 1, 3, 1, 4, 4, 0}),
-        RandomLiteral(Shape(t, {4, 3}), rng, {2.5, kNaN, -1.0, 7.0})};
+    std::vector<Literal> args = {RandomLiteral(Shape(t, {4, 5}), rng, {kNaN, 3.0}),
+                                 Ints(DType::kS64, {4, 3}, {1, 1, 1, 0, 4, 2, 1, 3, 1, 4, 4, 0}),
+                                 RandomLiteral(Shape(t, {4, 3}), rng, {2.5, kNaN, -1.0, 7.0})};
     if (!IsFloat(t)) {
       args[0] = RandomLiteral(Shape(t, {4, 5}), rng);
       args[2] = RandomLiteral(Shape(t, {4, 3}), rng);

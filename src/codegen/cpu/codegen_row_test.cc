@@ -252,9 +252,10 @@ TEST(CodegenRow, RowBroadcastOperandIsHoistedOutOfTheRowLoop) {
   b.SetOutputs({b.Multiply(x, b.BroadcastInDim(b.Exp(v), {6, 70}, {0}))});
   auto g = b.Build();
   ASSERT_TRUE(g.ok());
-  auto k = ExpectMatchesInterpreter(
-      *g, {RandomLiteral(Shape(DType::kF32, {6}), rng), RandomLiteral(Shape(DType::kF32, {6, 70}), rng)},
-      Exact(dir.path()), ThreadParallelFor(2));
+  auto k = ExpectMatchesInterpreter(*g,
+                                    {RandomLiteral(Shape(DType::kF32, {6}), rng),
+                                     RandomLiteral(Shape(DType::kF32, {6, 70}), rng)},
+                                    Exact(dir.path()), ThreadParallelFor(2));
   ASSERT_NE(k, nullptr);
   const std::string& src = k->source();
   const size_t phase = src.find("void ember_phase_0");

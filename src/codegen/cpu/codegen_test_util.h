@@ -95,8 +95,8 @@ inline ::testing::AssertionResult SameLiteral(const Literal& got, const Literal&
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  auto f = ::testing::AssertionFailure() << bad << " of " << got.num_elements()
-                                         << " elements differ";
+  auto f = ::testing::AssertionFailure()
+           << bad << " of " << got.num_elements() << " elements differ";
   if (ulps) f << " by more than " << max_ulps << " ulps (worst " << worst << ")";
   return f << ":" << msg;
 }
@@ -129,8 +129,9 @@ inline std::shared_ptr<CompiledKernel> ExpectMatchesInterpreter(
     const int64_t tol = VectorMathOn(opts) && vm[o] ? vector_math_ulps : 0;
     EXPECT_TRUE(SameLiteral((*got)[j], (*want)[j], tol))
         << "output " << j << " (node %" << o << ": " << OpName(g.node(o).op) << ") of "
-        << (*k)->name() << (tol ? " (vector math: tolerance " + std::to_string(tol) + " ulps)"
-                                : std::string(" (bit-exact)"));
+        << (*k)->name()
+        << (tol ? " (vector math: tolerance " + std::to_string(tol) + " ulps)"
+                : std::string(" (bit-exact)"));
   }
   return *k;
 }

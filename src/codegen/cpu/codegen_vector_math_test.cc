@@ -28,24 +28,34 @@ using testing::RunKernel;
 using testing::TempDir;
 
 const std::vector<OpKind>& Ops() {
-  static const std::vector<OpKind> ops = {OpKind::kExp,  OpKind::kLog,      OpKind::kLog1p,
-                                          OpKind::kExpm1, OpKind::kTanh,    OpKind::kLogistic,
-                                          OpKind::kSin,   OpKind::kCos,     OpKind::kErf};
+  static const std::vector<OpKind> ops = {OpKind::kExp,   OpKind::kLog,  OpKind::kLog1p,
+                                          OpKind::kExpm1, OpKind::kTanh, OpKind::kLogistic,
+                                          OpKind::kSin,   OpKind::kCos,  OpKind::kErf};
   return ops;
 }
 
 long double Reference(OpKind op, long double x) {
   switch (op) {
-    case OpKind::kExp: return expl(x);
-    case OpKind::kLog: return logl(x);
-    case OpKind::kLog1p: return log1pl(x);
-    case OpKind::kExpm1: return expm1l(x);
-    case OpKind::kTanh: return tanhl(x);
-    case OpKind::kLogistic: return 1.0L / (1.0L + expl(-x));
-    case OpKind::kSin: return sinl(x);
-    case OpKind::kCos: return cosl(x);
-    case OpKind::kErf: return erfl(x);
-    default: return 0;
+    case OpKind::kExp:
+      return expl(x);
+    case OpKind::kLog:
+      return logl(x);
+    case OpKind::kLog1p:
+      return log1pl(x);
+    case OpKind::kExpm1:
+      return expm1l(x);
+    case OpKind::kTanh:
+      return tanhl(x);
+    case OpKind::kLogistic:
+      return 1.0L / (1.0L + expl(-x));
+    case OpKind::kSin:
+      return sinl(x);
+    case OpKind::kCos:
+      return cosl(x);
+    case OpKind::kErf:
+      return erfl(x);
+    default:
+      return 0;
   }
 }
 
@@ -58,18 +68,57 @@ uint64_t Seed() {
 std::vector<double> Values(DType t, uint64_t seed) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<double> v = {nan, -nan, inf, -inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0,
-                           1e-3, -1e-3, 1e-8, -1e-8, 10.0, -10.0, 20.0, -20.0, 88.5, 88.8,
-                           -87.0, -103.0, -104.0, 709.0, 710.0, -745.0, 1e4, -1e4, 1e6, 1e10,
-                           -1e10, 1e20, 1e30, -1e30, 3e38, -3e38, 1e300, -1e300,
-                           3.14159265358979, 1.5707963267949, 6.28318530717959, 105414350.0,
-                           -0.99999, -1.0000001, 0.9999999};
+  std::vector<double> v = {nan,
+                           -nan,
+                           inf,
+                           -inf,
+                           0.0,
+                           -0.0,
+                           1.0,
+                           -1.0,
+                           0.5,
+                           -0.5,
+                           2.0,
+                           1e-3,
+                           -1e-3,
+                           1e-8,
+                           -1e-8,
+                           10.0,
+                           -10.0,
+                           20.0,
+                           -20.0,
+                           88.5,
+                           88.8,
+                           -87.0,
+                           -103.0,
+                           -104.0,
+                           709.0,
+                           710.0,
+                           -745.0,
+                           1e4,
+                           -1e4,
+                           1e6,
+                           1e10,
+                           -1e10,
+                           1e20,
+                           1e30,
+                           -1e30,
+                           3e38,
+                           -3e38,
+                           1e300,
+                           -1e300,
+                           3.14159265358979,
+                           1.5707963267949,
+                           6.28318530717959,
+                           105414350.0,
+                           -0.99999,
+                           -1.0000001,
+                           0.9999999};
   if (t == DType::kF32) {
     for (double d : {1e-45, -1e-45, 1e-40, -1e-40, 1e-39, 1.17549435e-38, -1.17549435e-38})
       v.push_back(d);
   } else {
-    for (double d : {4.9e-324, -4.9e-324, 1e-310, -1e-310, 2.2250738585072014e-308})
-      v.push_back(d);
+    for (double d : {4.9e-324, -4.9e-324, 1e-310, -1e-310, 2.2250738585072014e-308}) v.push_back(d);
   }
   std::mt19937_64 rng(seed);
   if (t == DType::kF32) {
@@ -121,11 +170,11 @@ double UlpsFromReference(DType t, double got, long double ref) {
 }
 
 struct Row {
-  double max_vs_libm = 0;       // ulps, vectorized vs scalar libm (interpreter)
-  int64_t differ = 0;           // elements not bit-identical to libm
-  double max_vs_ref = 0;        // vectorized vs the higher-precision reference
-  double libm_vs_ref = 0;       // scalar libm vs the reference (for comparison)
-  int64_t special_mismatch = 0; // NaN/inf/zero results that differ from libm
+  double max_vs_libm = 0;        // ulps, vectorized vs scalar libm (interpreter)
+  int64_t differ = 0;            // elements not bit-identical to libm
+  double max_vs_ref = 0;         // vectorized vs the higher-precision reference
+  double libm_vs_ref = 0;        // scalar libm vs the reference (for comparison)
+  int64_t special_mismatch = 0;  // NaN/inf/zero results that differ from libm
   int64_t worst_index = -1;
 };
 
@@ -196,11 +245,12 @@ void CheckDType(DType t) {
       r.max_vs_ref = std::max(r.max_vs_ref, UlpsFromReference(t, gv, ref));
       r.libm_vs_ref = std::max(r.libm_vs_ref, UlpsFromReference(t, wv, ref));
     }
-    std::printf("  %-22s %8.0f %8" PRId64 " %8.2f %12.2f\n", std::string(OpName(op)).c_str(), r.max_vs_libm,
-                r.differ, r.max_vs_ref, r.libm_vs_ref);
+    std::printf("  %-22s %8.0f %8" PRId64 " %8.2f %12.2f\n", std::string(OpName(op)).c_str(),
+                r.max_vs_libm, r.differ, r.max_vs_ref, r.libm_vs_ref);
     EXPECT_LE(r.max_vs_libm, kVectorMathMaxUlps)
-        << OpName(op) << " on " << DTypeName(t) << ": worst at x = "
-        << (r.worst_index >= 0 ? arg.GetDouble(r.worst_index) : 0.0) << " (seed " << seed << ")";
+        << OpName(op) << " on " << DTypeName(t)
+        << ": worst at x = " << (r.worst_index >= 0 ? arg.GetDouble(r.worst_index) : 0.0)
+        << " (seed " << seed << ")";
     EXPECT_EQ(r.special_mismatch, 0) << OpName(op);
     // Against the exact value: libmvec's documented bound is 4 ulps; libm's
     // own error adds at most 1 (the interpreter bound above is the tight one).
@@ -222,15 +272,16 @@ void CheckBinary(DType t) {
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const std::vector<double> fixed = {2, 3, 0.5, -0.5, -1, -2, 1, 0, -0.0, 1.5, 2.5, 4,
-                                     10, -10, 1.0 / 3, 0.1, 127, -149, nan, inf, -inf};
+  const std::vector<double> fixed = {2, 3,  0.5, -0.5,    -1,  -2,  1,    0,   -0.0, 1.5, 2.5,
+                                     4, 10, -10, 1.0 / 3, 0.1, 127, -149, nan, inf,  -inf};
   std::uniform_real_distribution<double> expo(-20, 20);
   std::uniform_int_distribution<int> iexpo(-40, 40);
   std::vector<double> ys(n), others(xs);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t k = i % (static_cast<int64_t>(fixed.size()) + 2);
-    ys[i] = k < static_cast<int64_t>(fixed.size()) ? fixed[k]
-            : k == static_cast<int64_t>(fixed.size()) ? expo(rng) : iexpo(rng);
+    ys[i] = k < static_cast<int64_t>(fixed.size())    ? fixed[k]
+            : k == static_cast<int64_t>(fixed.size()) ? expo(rng)
+                                                      : iexpo(rng);
   }
   std::shuffle(others.begin(), others.end(), rng);
   const Shape s(t, {n});
@@ -261,8 +312,7 @@ void CheckBinary(DType t) {
       const int64_t d = fuzz::UlpDistance((*got)[j], (*want)[j], i);
       if (d != 0) ++r.differ;
       const bool special = std::isnan(wv) || std::isinf(wv) || wv == 0;
-      if (special && !testing::SameElement((*got)[j], (*want)[j], i) &&
-          ++r.special_mismatch <= 3) {
+      if (special && !testing::SameElement((*got)[j], (*want)[j], i) && ++r.special_mismatch <= 3) {
         ADD_FAILURE() << OpName(op) << "(" << xs[i] << ", " << second[i] << "): compiled " << gv
                       << ", libm " << wv;
       }
@@ -350,7 +400,8 @@ TEST(CodegenVectorMath, PerturbedReferencesBoundChainedErrors) {
   std::vector<const Literal*> r;
   for (const auto& ref : refs) r.push_back(&ref[0]);
   int64_t worst = 0;
-  for (int64_t i = 0; i < 256; ++i) worst = std::max(worst, fuzz::UlpDistance((*got)[0], (*want)[0], i));
+  for (int64_t i = 0; i < 256; ++i)
+    worst = std::max(worst, fuzz::UlpDistance((*got)[0], (*want)[0], i));
   std::printf("exp(exp(x)), x in [3.80, 3.90]: worst %lld ulps from the interpreter\n",
               static_cast<long long>(worst));
   std::string why;

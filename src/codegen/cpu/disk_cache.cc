@@ -188,8 +188,8 @@ DiskCache::LookupKind DiskCache::Lookup(const std::string& key, std::string* so_
   if (!ReadFile(path, &bytes).ok()) {
     *why = "missing " + path;
   } else if (bytes.size() != size) {
-    *why = path + " has " + std::to_string(bytes.size()) + " bytes, expected " +
-           std::to_string(size);
+    *why =
+        path + " has " + std::to_string(bytes.size()) + " bytes, expected " + std::to_string(size);
   } else if (Sha256Hex(bytes) != sha) {
     *why = path + " fails its checksum";
   } else {
@@ -263,8 +263,7 @@ StatusOr<std::string> DiskCache::Install(const std::string& key, const std::stri
   return InstallImpl(key, built_so, source, /*shared=*/false);
 }
 
-StatusOr<std::string> DiskCache::InstallShared(const std::string& key,
-                                               const std::string& built_so,
+StatusOr<std::string> DiskCache::InstallShared(const std::string& key, const std::string& built_so,
                                                const std::string& source) const {
   return InstallImpl(key, built_so, source, /*shared=*/true);
 }

@@ -12,12 +12,17 @@ namespace ember::codegen {
 StatusOr<std::vector<std::string>> ElfNeededLibraries(const std::string& path) {
   std::string b;
   EMBER_RETURN_IF_ERROR(ReadFile(path, &b));
-  auto bad = [&](const char* what) { return InvalidArgument(path, ": not a valid ELF64 object (", what, ")"); };
-  if (b.size() < sizeof(Elf64_Ehdr) || std::memcmp(b.data(), ELFMAG, SELFMAG) != 0) return bad("magic");
+  auto bad = [&](const char* what) {
+    return InvalidArgument(path, ": not a valid ELF64 object (", what, ")");
+  };
+  if (b.size() < sizeof(Elf64_Ehdr) || std::memcmp(b.data(), ELFMAG, SELFMAG) != 0)
+    return bad("magic");
   Elf64_Ehdr eh;
   std::memcpy(&eh, b.data(), sizeof(eh));
   if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB) return bad("class");
-  auto in_bounds = [&](uint64_t off, uint64_t len) { return off <= b.size() && len <= b.size() - off; };
+  auto in_bounds = [&](uint64_t off, uint64_t len) {
+    return off <= b.size() && len <= b.size() - off;
+  };
   if (eh.e_shentsize != sizeof(Elf64_Shdr) ||
       !in_bounds(eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr))) {
     return bad("section headers");

@@ -40,27 +40,48 @@ constexpr int64_t kExactTreeMax = 128;
 
 std::string ShortOpName(OpKind op) {
   switch (op) {
-    case OpKind::kNegate: return "neg";
-    case OpKind::kExp: return "exp";
-    case OpKind::kLog1p: return "log1p";
-    case OpKind::kExpm1: return "expm1";
-    case OpKind::kMultiply: return "mul";
-    case OpKind::kSubtract: return "sub";
-    case OpKind::kDivide: return "div";
-    case OpKind::kRemainder: return "rem";
-    case OpKind::kPower: return "pow";
-    case OpKind::kMaximum: return "max";
-    case OpKind::kMinimum: return "min";
-    case OpKind::kCompare: return "cmp";
-    case OpKind::kBroadcastInDim: return "bcast";
-    case OpKind::kRoundNearestEven: return "round";
-    case OpKind::kShiftLeft: return "shl";
-    case OpKind::kShiftRightArithmetic: return "shra";
-    case OpKind::kShiftRightLogical: return "shrl";
-    case OpKind::kSin: return "sin";
-    case OpKind::kCos: return "cos";
-    case OpKind::kConcatenate: return "concat";
-    case OpKind::kConvert: return "cvt";
+    case OpKind::kNegate:
+      return "neg";
+    case OpKind::kExp:
+      return "exp";
+    case OpKind::kLog1p:
+      return "log1p";
+    case OpKind::kExpm1:
+      return "expm1";
+    case OpKind::kMultiply:
+      return "mul";
+    case OpKind::kSubtract:
+      return "sub";
+    case OpKind::kDivide:
+      return "div";
+    case OpKind::kRemainder:
+      return "rem";
+    case OpKind::kPower:
+      return "pow";
+    case OpKind::kMaximum:
+      return "max";
+    case OpKind::kMinimum:
+      return "min";
+    case OpKind::kCompare:
+      return "cmp";
+    case OpKind::kBroadcastInDim:
+      return "bcast";
+    case OpKind::kRoundNearestEven:
+      return "round";
+    case OpKind::kShiftLeft:
+      return "shl";
+    case OpKind::kShiftRightArithmetic:
+      return "shra";
+    case OpKind::kShiftRightLogical:
+      return "shrl";
+    case OpKind::kSin:
+      return "sin";
+    case OpKind::kCos:
+      return "cos";
+    case OpKind::kConcatenate:
+      return "concat";
+    case OpKind::kConvert:
+      return "cvt";
     default: {
       std::string s(OpName(op));
       std::replace(s.begin(), s.end(), '-', '_');
@@ -72,11 +93,21 @@ std::string ShortOpName(OpKind op) {
 bool SupportedOpImpl(OpKind op) {
   if (IsElementwise(op)) return true;
   switch (op) {
-    case OpKind::kParameter: case OpKind::kConstant: case OpKind::kIota:
-    case OpKind::kBroadcastInDim: case OpKind::kReshape: case OpKind::kTranspose:
-    case OpKind::kSlice: case OpKind::kReverse: case OpKind::kConcatenate: case OpKind::kPad:
-    case OpKind::kReduce: case OpKind::kGather: case OpKind::kScatter:
-    case OpKind::kTuple: case OpKind::kGetTupleElement:  // tuple only as gte's operand
+    case OpKind::kParameter:
+    case OpKind::kConstant:
+    case OpKind::kIota:
+    case OpKind::kBroadcastInDim:
+    case OpKind::kReshape:
+    case OpKind::kTranspose:
+    case OpKind::kSlice:
+    case OpKind::kReverse:
+    case OpKind::kConcatenate:
+    case OpKind::kPad:
+    case OpKind::kReduce:
+    case OpKind::kGather:
+    case OpKind::kScatter:
+    case OpKind::kTuple:
+    case OpKind::kGetTupleElement:  // tuple only as gte's operand
       return true;
     default:
       return false;
@@ -106,7 +137,8 @@ std::string ReduceIdentity(ReduceKind k, DType t, bool empty) {
       // -0 included); an empty sum is +0 as in the interpreter.
       if (fl) return empty ? "(" + ct + ")0" : "(" + ct + ")-0.0";
       return "(" + ct + ")0";
-    case ReduceKind::kMultiply: return "(" + ct + ")1";
+    case ReduceKind::kMultiply:
+      return "(" + ct + ")1";
     case ReduceKind::kMaximum:
       if (fl) return "-__builtin_inf" + std::string(t == DType::kF64 ? "" : "f") + "()";
       if (IsUnsignedInt(t)) return "(" + ct + ")0";
@@ -115,9 +147,12 @@ std::string ReduceIdentity(ReduceKind k, DType t, bool empty) {
       if (fl) return "__builtin_inf" + std::string(t == DType::kF64 ? "" : "f") + "()";
       if (IsUnsignedInt(t)) return "(" + ct + ")~(" + ct + ")0";
       return "(" + ct + ")~((" + ct + ")1 << (sizeof(" + ct + ") * 8 - 1))";
-    case ReduceKind::kAnd: return t == DType::kPred ? "(uint8_t)1" : "(" + ct + ")~(" + ct + ")0";
-    case ReduceKind::kOr: return "(" + ct + ")0";
-    case ReduceKind::kAssign: break;
+    case ReduceKind::kAnd:
+      return t == DType::kPred ? "(uint8_t)1" : "(" + ct + ")~(" + ct + ")0";
+    case ReduceKind::kOr:
+      return "(" + ct + ")0";
+    case ReduceKind::kAssign:
+      break;
   }
   return "(" + ct + ")0";
 }
@@ -127,13 +162,20 @@ std::string Combine(ReduceKind k, DType t, const std::string& a, const std::stri
   const std::string ct = ComputeType(t);
   const bool fl = IsFloat(t);
   switch (k) {
-    case ReduceKind::kAdd: return fl ? "(" + a + " + " + b + ")" : "ember_add(" + a + ", " + b + ")";
-    case ReduceKind::kMultiply: return fl ? "(" + a + " * " + b + ")" : "ember_mul(" + a + ", " + b + ")";
-    case ReduceKind::kMaximum: return (fl ? "ember_fmax(" : "ember_imax(") + a + ", " + b + ")";
-    case ReduceKind::kMinimum: return (fl ? "ember_fmin(" : "ember_imin(") + a + ", " + b + ")";
-    case ReduceKind::kAnd: return "(" + ct + ")(" + a + " & " + b + ")";
-    case ReduceKind::kOr: return "(" + ct + ")(" + a + " | " + b + ")";
-    case ReduceKind::kAssign: break;
+    case ReduceKind::kAdd:
+      return fl ? "(" + a + " + " + b + ")" : "ember_add(" + a + ", " + b + ")";
+    case ReduceKind::kMultiply:
+      return fl ? "(" + a + " * " + b + ")" : "ember_mul(" + a + ", " + b + ")";
+    case ReduceKind::kMaximum:
+      return (fl ? "ember_fmax(" : "ember_imax(") + a + ", " + b + ")";
+    case ReduceKind::kMinimum:
+      return (fl ? "ember_fmin(" : "ember_imin(") + a + ", " + b + ")";
+    case ReduceKind::kAnd:
+      return "(" + ct + ")(" + a + " & " + b + ")";
+    case ReduceKind::kOr:
+      return "(" + ct + ")(" + a + " | " + b + ")";
+    case ReduceKind::kAssign:
+      break;
   }
   return b;
 }
@@ -245,12 +287,13 @@ class KernelEmitter {
         temps_.push_back(n.id);
       }
       const int64_t count = n.shape.num_elements();
-      phases_.push_back({n.id, dest, n.op == OpKind::kScatter ? std::min<int64_t>(count, 1) : count});
+      phases_.push_back(
+          {n.id, dest, n.op == OpKind::kScatter ? std::min<int64_t>(count, 1) : count});
     }
     for (size_t j = 0; j < outs.size(); ++j) {
       if (written_outputs_.count(static_cast<int>(j))) continue;
-      phases_.push_back({outs[j], "c->out[" + std::to_string(j) + "]",
-                         g_.node(outs[j]).shape.num_elements()});
+      phases_.push_back(
+          {outs[j], "c->out[" + std::to_string(j) + "]", g_.node(outs[j]).shape.num_elements()});
     }
   }
 
@@ -268,7 +311,9 @@ class KernelEmitter {
 
   // Declarations of the buffers (parameters, earlier materialized values)
   // that the phase's expressions read.
-  std::string BufferDecls(const ExprEmitter& e, int indent) { return BufferDeclsOf(e.used_buffers(), indent); }
+  std::string BufferDecls(const ExprEmitter& e, int indent) {
+    return BufferDeclsOf(e.used_buffers(), indent);
+  }
   std::string BufferDeclsOf(const std::set<NodeId>& ids, int indent) {
     std::string s;
     for (NodeId id : ids) {
@@ -276,12 +321,12 @@ class KernelEmitter {
       const std::string st = StorageType(n.shape.dtype());
       auto pi = plan_.parameter_index.find(id);
       if (pi != plan_.parameter_index.end()) {
-        s += Indent(indent) + "const " + st + "* p" + std::to_string(pi->second) +
-             " = (const " + st + "*)c->in[" + std::to_string(pi->second) + "];\n";
+        s += Indent(indent) + "const " + st + "* p" + std::to_string(pi->second) + " = (const " +
+             st + "*)c->in[" + std::to_string(pi->second) + "];\n";
       } else {
         const std::string& dest = DestOf(id);
-        s += Indent(indent) + "const " + st + "* m" + std::to_string(id) +
-             " = (const " + st + "*)" + dest + ";\n";
+        s += Indent(indent) + "const " + st + "* m" + std::to_string(id) + " = (const " + st +
+             "*)" + dest + ";\n";
       }
     }
     return s;
@@ -295,13 +340,17 @@ class KernelEmitter {
     return kNone;
   }
 
-  static std::string FlagDecls(const ExprEmitter& e, int indent) { return FlagDeclsOf(e.used_sites(), indent); }
+  static std::string FlagDecls(const ExprEmitter& e, int indent) {
+    return FlagDeclsOf(e.used_sites(), indent);
+  }
   static std::string FlagDeclsOf(const std::set<int>& sites, int indent) {
     std::string s;
     for (int site : sites) s += Indent(indent) + "int zd" + std::to_string(site) + " = 0;\n";
     return s;
   }
-  static std::string FlagStores(const ExprEmitter& e, int indent) { return FlagStoresOf(e.used_sites(), indent); }
+  static std::string FlagStores(const ExprEmitter& e, int indent) {
+    return FlagStoresOf(e.used_sites(), indent);
+  }
   static std::string FlagStoresOf(const std::set<int>& sites, int indent) {
     std::string s;
     for (int site : sites) {
@@ -335,20 +384,18 @@ class KernelEmitter {
     }
     const Node& n = g_.node(ph.node);
     // An empty value is never computed (the entry does not call its phase).
-    std::string body = ph.count == 0 ? "  (void)c;\n"
-                       : row_.ok ? RowPhaseBody()
+    std::string body = ph.count == 0              ? "  (void)c;\n"
+                       : row_.ok                  ? RowPhaseBody()
                        : n.op == OpKind::kScatter ? ScatterPhaseBody(ph)
                        : n.op == OpKind::kReduce && !plan_.materialized.count(n.id)
                            ? ReducePhaseBody(ph)
                            : ElementwisePhaseBody(ph);
     std::string s = row_.ok ? "// Phase " + std::to_string(k) + ": rows (" +
-                                  std::to_string(row_.rows) + " x " + std::to_string(row_.K) +
-                                  ")\n"
+                                  std::to_string(row_.rows) + " x " + std::to_string(row_.K) + ")\n"
                             : "// Phase " + std::to_string(k) + ": %" + std::to_string(ph.node) +
                                   " " + std::string(OpName(n.op)) + " -> " + ph.dest + " (" +
                                   n.shape.ToString() + ")\n";
-    s += "void ember_phase_" + std::to_string(k) +
-         "(void* vctx, int64_t begin, int64_t end) {\n";
+    s += "void ember_phase_" + std::to_string(k) + "(void* vctx, int64_t begin, int64_t end) {\n";
     s += "  EmberCtx* c = (EmberCtx*)vctx;\n";
     s += body;
     s += "}\n\n";
@@ -413,9 +460,9 @@ class KernelEmitter {
     std::set<NodeId> hoist_buffers;
     std::set<int> hoist_sites;
     plan_.scalars.clear();
-    const std::string hoisted =
-        HoistRowInvariants({ph.node}, n.shape.dims(), std::vector<std::string>(ix.begin(), ix.end() - 1),
-                           2, &hoist_buffers, &hoist_sites);
+    const std::string hoisted = HoistRowInvariants(
+        {ph.node}, n.shape.dims(), std::vector<std::string>(ix.begin(), ix.end() - 1), 2,
+        &hoist_buffers, &hoist_sites);
     ExprEmitter e(plan_, &var_counter_, 3);
     std::string v = e.Value(ph.node, idx);
     plan_.scalars.clear();
@@ -427,8 +474,8 @@ class KernelEmitter {
     s += "  for (int64_t i = begin; i < end;) {\n";
     s += "    const int64_t row = i / " + IntLiteral(inner) + ";\n";
     s += "    const int64_t row_base = row * " + IntLiteral(inner) + ";\n";
-    s += "    const int64_t j1 = end - row_base < " + IntLiteral(inner) + " ? end - row_base : " +
-         IntLiteral(inner) + ";\n";
+    s += "    const int64_t j1 = end - row_base < " + IntLiteral(inner) +
+         " ? end - row_base : " + IntLiteral(inner) + ";\n";
     int64_t stride = 1;
     for (int d = r - 2; d >= 0; --d) {
       std::string e2 = "row";
@@ -615,42 +662,50 @@ class KernelEmitter {
     const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
     const int last = red_dims.back();
     const int64_t K = xs.dim(last);
-    for (size_t i = 0; i + 1 < red_dims.size(); ++i) xix[red_dims[i]] = "r" + std::to_string(red_dims[i]);
+    for (size_t i = 0; i + 1 < red_dims.size(); ++i)
+      xix[red_dims[i]] = "r" + std::to_string(red_dims[i]);
     const std::string id = ReduceIdentity(kind, t, false);
-    auto combine = [&](const std::string& a, const std::string& b) { return Combine(kind, t, a, b); };
+    auto combine = [&](const std::string& a, const std::string& b) {
+      return Combine(kind, t, a, b);
+    };
 
     // The element expression, twice: full lane blocks and the tail.
     xix[last] = "(kb + l)";
     const int depth = static_cast<int>(red_dims.size()) - 1;
     ExprEmitter full(plan_, &var_counter_, ind + 3 + depth);
     std::string fv = full.Value(x, Index::Multi(xix));
-    const std::string full_stores = StoreRowValues(full, stores, Index::Multi(xix), ind + 3 + depth);
+    const std::string full_stores =
+        StoreRowValues(full, stores, Index::Multi(xix), ind + 3 + depth);
     ExprEmitter tail(plan_, &var_counter_, ind + 3 + depth);
     std::string tv = tail.Value(x, Index::Multi(xix));
-    const std::string tail_stores = StoreRowValues(tail, stores, Index::Multi(xix), ind + 3 + depth);
+    const std::string tail_stores =
+        StoreRowValues(tail, stores, Index::Multi(xix), ind + 3 + depth);
     absorb(full);
     absorb(tail);
 
     const std::string acc = "acc" + std::to_string(n.id);
     const std::string pw = "pw" + std::to_string(n.id);
     const std::string nb = "nb" + std::to_string(n.id);
-    if (pairwise) s += Indent(ind) + "EmberPairwise<" + ct + "> " + pw + ";\n" + Indent(ind) + "int " + nb + " = 0;\n";
+    if (pairwise)
+      s += Indent(ind) + "EmberPairwise<" + ct + "> " + pw + ";\n" + Indent(ind) + "int " + nb +
+           " = 0;\n";
     s += Indent(ind) + ct + " " + acc + "[" + std::to_string(lanes) + "];\n";
-    s += Indent(ind) + "for (int l = 0; l < " + std::to_string(lanes) + "; ++l) " + acc + "[l] = " + id + ";\n";
+    s += Indent(ind) + "for (int l = 0; l < " + std::to_string(lanes) + "; ++l) " + acc +
+         "[l] = " + id + ";\n";
     // Pairwise fold of the lanes into acc[0]: acc[l] = acc[l] (+) acc[l + w].
     auto fold_lanes = [&](int in) {
       std::string f;
       for (int w = lanes / 2; w >= 1; w /= 2) {
-        f += Indent(in) + "for (int l = 0; l < " + std::to_string(w) + "; ++l) " + acc + "[l] = " +
-             combine(acc + "[l]", acc + "[l + " + std::to_string(w) + "]") + ";\n";
+        f += Indent(in) + "for (int l = 0; l < " + std::to_string(w) + "; ++l) " + acc +
+             "[l] = " + combine(acc + "[l]", acc + "[l + " + std::to_string(w) + "]") + ";\n";
       }
       return f;
     };
     int in = ind;
     for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
       const std::string r = "r" + std::to_string(red_dims[i]);
-      s += Indent(in) + "for (int64_t " + r + " = 0; " + r + " < " + IntLiteral(xs.dim(red_dims[i])) +
-           "; ++" + r + ") {\n";
+      s += Indent(in) + "for (int64_t " + r + " = 0; " + r + " < " +
+           IntLiteral(xs.dim(red_dims[i])) + "; ++" + r + ") {\n";
       ++in;
     }
     const std::string L = std::to_string(lanes);
@@ -685,7 +740,8 @@ class KernelEmitter {
     s += fold_lanes(ind);
     if (pairwise) {
       s += Indent(ind) + "if (" + nb + " > 0) " + pw + ".Push(" + acc + "[0], " + lambda + ");\n";
-      s += Indent(ind) + "const " + ct + " " + res + " = " + pw + ".Finish(" + id + ", " + lambda + ");\n";
+      s += Indent(ind) + "const " + ct + " " + res + " = " + pw + ".Finish(" + id + ", " + lambda +
+           ");\n";
     } else {
       s += Indent(ind) + "const " + ct + " " + res + " = " + acc + "[0];\n";
     }
@@ -738,8 +794,9 @@ class KernelEmitter {
         const std::string a = tp + std::to_string(leaf++);
         s += Indent(ind) + ct + " " + a + " = " + vals + "[" + IntLiteral(b) + "];\n";
         if (len > 1) {
-          s += Indent(ind) + "for (int64_t i = " + IntLiteral(b + 1) + "; i < " + IntLiteral(b + len) +
-               "; ++i) " + a + " = " + Combine(kind, t, a, vals + "[i]") + ";\n";
+          s += Indent(ind) + "for (int64_t i = " + IntLiteral(b + 1) + "; i < " +
+               IntLiteral(b + len) + "; ++i) " + a + " = " + Combine(kind, t, a, vals + "[i]") +
+               ";\n";
         }
         return a;
       }
@@ -766,7 +823,8 @@ class KernelEmitter {
 
   // Full-shaped nodes reached from `roots` through elementwise ops of shape
   // `full` (the values a pass over the row computes per element).
-  std::set<NodeId> RowPassNodes(const std::vector<NodeId>& roots, const std::vector<int64_t>& full) {
+  std::set<NodeId> RowPassNodes(const std::vector<NodeId>& roots,
+                                const std::vector<int64_t>& full) {
     std::set<NodeId> seen;
     std::vector<NodeId> stack(roots.begin(), roots.end());
     while (!stack.empty()) {
@@ -787,8 +845,7 @@ class KernelEmitter {
   // the loop over the row, into locals that the loop reads (plan_.scalars).
   // `ix` names the row's leading indices (at least k of them); returns the
   // statements (at indentation `ind`).
-  std::string HoistRowInvariants(const std::vector<NodeId>& roots,
-                                 const std::vector<int64_t>& full,
+  std::string HoistRowInvariants(const std::vector<NodeId>& roots, const std::vector<int64_t>& full,
                                  const std::vector<std::string>& ix, int ind,
                                  std::set<NodeId>* buffers, std::set<int>* sites) {
     std::vector<NodeId> stack(roots.begin(), roots.end());
@@ -800,14 +857,16 @@ class KernelEmitter {
       if (!seen.insert(id).second) continue;
       const Node& n = g_.node(id);
       if (n.shape.is_tuple() || n.shape.dims() != full) continue;
-      if (plan_.scalars.count(id) || plan_.materialized.count(id) || plan_.row_buffers.count(id)) continue;
+      if (plan_.scalars.count(id) || plan_.materialized.count(id) || plan_.row_buffers.count(id))
+        continue;
       if (n.op == OpKind::kBroadcastInDim) {
         const Node& op = g_.node(n.operands[0]);
         const auto& map = n.attrs.GetInts("dimensions");
         const int k = op.shape.rank();
         bool row = k >= 1 && k < static_cast<int>(full.size()) && k <= static_cast<int>(ix.size());
         for (int i = 0; row && i < k; ++i) row = map[i] == i && op.shape.dim(i) == full[i];
-        if (row && op.op != OpKind::kConstant && !plan_.scalars.count(op.id)) hoist.push_back(op.id);
+        if (row && op.op != OpKind::kConstant && !plan_.scalars.count(op.id))
+          hoist.push_back(op.id);
         continue;
       }
       if (!IsElementwise(n.op)) continue;
@@ -854,8 +913,12 @@ class KernelEmitter {
   static bool IsRowBufferWorthy(const Node& n) {
     if (n.shape.is_tuple() || !IsFloat(n.shape.dtype())) return false;
     switch (n.op) {
-      case OpKind::kDivide: case OpKind::kRemainder: case OpKind::kPower: case OpKind::kAtan2:
-      case OpKind::kSqrt: case OpKind::kRsqrt:
+      case OpKind::kDivide:
+      case OpKind::kRemainder:
+      case OpKind::kPower:
+      case OpKind::kAtan2:
+      case OpKind::kSqrt:
+      case OpKind::kRsqrt:
         return true;
       default:
         return IsVectorMathOp(n.op);
@@ -864,8 +927,8 @@ class KernelEmitter {
 
   struct RowPlan {
     bool ok = false;
-    int k = 0;                   // outer rank
-    std::vector<int64_t> full;   // S
+    int k = 0;                  // outer rank
+    std::vector<int64_t> full;  // S
     int64_t rows = 0, K = 0;
     std::vector<NodeId> reduces;  // node order
   };
@@ -968,7 +1031,8 @@ class KernelEmitter {
     // exp-sum pass stores exp(x - max), the normalize pass divides it).
     const auto& outs = g_.outputs();
     std::vector<std::set<NodeId>> pass_nodes;
-    for (NodeId id : rp.reduces) pass_nodes.push_back(RowPassNodes({g_.node(id).operands[0]}, rp.full));
+    for (NodeId id : rp.reduces)
+      pass_nodes.push_back(RowPassNodes({g_.node(id).operands[0]}, rp.full));
     {
       std::vector<NodeId> full_roots;
       for (NodeId o : outs)
@@ -986,7 +1050,8 @@ class KernelEmitter {
         if (first < 0) first = static_cast<int>(p);
         ++uses;
       }
-      const int64_t bytes = rp.K * DTypeSize(n.shape.dtype() == DType::kF64 ? DType::kF64 : DType::kF32);
+      const int64_t bytes =
+          rp.K * DTypeSize(n.shape.dtype() == DType::kF64 ? DType::kF64 : DType::kF32);
       if (uses < 2 || first >= static_cast<int>(rp.reduces.size()) ||
           scratch_bytes + bytes > kRowBufferBytes) {
         continue;
@@ -1005,7 +1070,8 @@ class KernelEmitter {
       buffers.insert(rc.buffers.begin(), rc.buffers.end());
       sites.insert(rc.sites.begin(), rc.sites.end());
       const std::string v = "rv" + std::to_string(id);
-      body += "    // pass: %" + std::to_string(id) + " reduce (" + n.attrs.GetString("to_apply") + ")\n";
+      body += "    // pass: %" + std::to_string(id) + " reduce (" + n.attrs.GetString("to_apply") +
+              ")\n";
       body += "    " + ComputeType(t) + " " + v + ";\n    {\n" + rc.code;
       // The value later passes see is the stored one (bf16/f16 rounded).
       body += "      " + v + " = " + LoadExpr(t, StoreExpr(t, rc.result)) + ";\n    }\n";
@@ -1030,8 +1096,8 @@ class KernelEmitter {
           full_outs.push_back(j);
           continue;
         }
-        stores += "    out" + std::to_string(j) + "[o] = " +
-                  StoreExpr(n.shape.dtype(), e.Value(outs[j], outer_idx)) + ";\n";
+        stores += "    out" + std::to_string(j) +
+                  "[o] = " + StoreExpr(n.shape.dtype(), e.Value(outs[j], outer_idx)) + ";\n";
       }
       if (!stores.empty()) {
         body += "    // outputs of the row's outer shape\n";
@@ -1076,17 +1142,20 @@ class KernelEmitter {
       body += "      int64_t h = " + K + ", m = " + K + ";  // [h, m): streamed\n";
       if (stream) {
         const int W = 64 / esize;
-        const std::string a0 = "(uintptr_t)(out" + std::to_string(full_outs[0]) + " + o * " + K + ")";
+        const std::string a0 =
+            "(uintptr_t)(out" + std::to_string(full_outs[0]) + " + o * " + K + ")";
         std::string same = "(" + a0 + " % " + std::to_string(esize) + " == 0)";
         for (size_t i = 1; i < full_outs.size(); ++i) {
           same += " && (((uintptr_t)(out" + std::to_string(full_outs[i]) + " + o * " + K +
                   ") & 63) == (" + a0 + " & 63))";
         }
         body += "      if (" + same + ") {\n";
-        body += "        const int64_t mis = (int64_t)((" + a0 + " & 63) / " + std::to_string(esize) + ");\n";
+        body += "        const int64_t mis = (int64_t)((" + a0 + " & 63) / " +
+                std::to_string(esize) + ");\n";
         body += "        h = (" + std::to_string(W) + " - mis) % " + std::to_string(W) + ";\n";
         body += "        if (h > " + K + ") h = " + K + ";\n";
-        body += "        m = h + ((" + K + " - h) / " + std::to_string(W) + ") * " + std::to_string(W) + ";\n";
+        body += "        m = h + ((" + K + " - h) / " + std::to_string(W) + ") * " +
+                std::to_string(W) + ";\n";
         body += "      }\n";
         ExprEmitter en(plan_, &var_counter_, 5);
         std::vector<std::string> nvals;
@@ -1102,8 +1171,8 @@ class KernelEmitter {
         body += "          const int64_t lin = o * " + K + " + j;\n";
         body += en.code();
         for (size_t i = 0; i < full_outs.size(); ++i) {
-          body += "          st" + std::to_string(full_outs[i]) + "[l] = " +
-                  StoreExpr(g_.node(outs[full_outs[i]]).shape.dtype(), nvals[i]) + ";\n";
+          body += "          st" + std::to_string(full_outs[i]) +
+                  "[l] = " + StoreExpr(g_.node(outs[full_outs[i]]).shape.dtype(), nvals[i]) + ";\n";
         }
         body += "        }\n";
         for (size_t j : full_outs) {
@@ -1126,8 +1195,8 @@ class KernelEmitter {
       body += "          const int64_t lin = o * " + K + " + j;\n";
       body += e.code();
       for (size_t i = 0; i < full_outs.size(); ++i) {
-        body += "          out" + std::to_string(full_outs[i]) + "[lin] = " +
-                StoreExpr(g_.node(outs[full_outs[i]]).shape.dtype(), vals[i]) + ";\n";
+        body += "          out" + std::to_string(full_outs[i]) +
+                "[lin] = " + StoreExpr(g_.node(outs[full_outs[i]]).shape.dtype(), vals[i]) + ";\n";
       }
       body += "        }\n      }\n    }\n";
       buffers.insert(e.used_buffers().begin(), e.used_buffers().end());
@@ -1136,8 +1205,8 @@ class KernelEmitter {
     std::string s = BufferDeclsOf(buffers, 1);
     for (size_t j = 0; j < outs.size(); ++j) {
       const std::string st = StorageType(g_.node(outs[j]).shape.dtype());
-      s += "  " + st + "* out" + std::to_string(j) + " = (" + st + "*)c->out[" +
-           std::to_string(j) + "];\n";
+      s += "  " + st + "* out" + std::to_string(j) + " = (" + st + "*)c->out[" + std::to_string(j) +
+           "];\n";
     }
     s += FlagDeclsOf(sites, 1);
     s += scratch_decls;
@@ -1153,7 +1222,8 @@ class KernelEmitter {
        << "(const void* const* inputs, void* const* outputs, void* pf_ctx, "
           "ember_parallel_for_fn pf) {\n";
     os << "  EmberCtx ctx;\n  EmberCtx* c = &ctx;\n  c->in = inputs;\n  c->out = outputs;\n";
-    os << "  for (int i = 0; i < (int)(sizeof(c->zero_div) / sizeof(int)); ++i) c->zero_div[i] = 0;\n";
+    os << "  for (int i = 0; i < (int)(sizeof(c->zero_div) / sizeof(int)); ++i) c->zero_div[i] = "
+          "0;\n";
     os << "  for (int i = 0; i < (int)(sizeof(c->tmp) / sizeof(void*)); ++i) c->tmp[i] = 0;\n";
     int rc_fail = -1;
     for (size_t i = 0; i < temps_.size(); ++i) {
@@ -1169,8 +1239,11 @@ class KernelEmitter {
       if (ph.count == 0) continue;
       const Node& n = g_.node(ph.node);
       int64_t work = 1;
-      if (row_.ok) work = row_.K * static_cast<int64_t>(row_.reduces.size() + 1);
-      else if (n.op == OpKind::kReduce) work = std::max<int64_t>(1, g_.node(n.operands[0]).shape.num_elements() / std::max<int64_t>(1, ph.count));
+      if (row_.ok)
+        work = row_.K * static_cast<int64_t>(row_.reduces.size() + 1);
+      else if (n.op == OpKind::kReduce)
+        work = std::max<int64_t>(
+            1, g_.node(n.operands[0]).shape.num_elements() / std::max<int64_t>(1, ph.count));
       const int64_t grain = std::max<int64_t>(1, kGrainWork / work);
       os << "  if (pf) pf(pf_ctx, 0, " << IntLiteral(ph.count) << ", " << IntLiteral(grain)
          << ", c, ember_phase_" << k << ");\n";
@@ -1250,15 +1323,16 @@ Status CheckIndexingSupported(const Graph& g, const Node& n) {
     }
     for (int d = 0; d < os.rank(); ++d) {
       if (has(collapsed, d)) continue;
-      if (n.shape.dim(static_cast<int>(offset_dims[k++])) != slice_sizes[d]) return no("window size");
+      if (n.shape.dim(static_cast<int>(offset_dims[k++])) != slice_sizes[d])
+        return no("window size");
     }
     if (rbatch != batch) return no("result batch dims");
   } else {
     auto kind = ParseReduceKind(n.attrs.GetString("to_apply"));
     if (!kind) return no("unknown to_apply");
     const DType t = n.shape.dtype();
-    if (*kind != ReduceKind::kAssign && (IsPred(t) || (IsFloat(t) && (*kind == ReduceKind::kAnd ||
-                                                                         *kind == ReduceKind::kOr)))) {
+    if (*kind != ReduceKind::kAssign &&
+        (IsPred(t) || (IsFloat(t) && (*kind == ReduceKind::kAnd || *kind == ReduceKind::kOr)))) {
       return no("to_apply on this dtype");
     }
     const Shape& us = g.node(n.operands[2]).shape;
@@ -1311,7 +1385,8 @@ Status CheckKernelSupported(const Graph& g) {
     }
     for (NodeId o : n.operands) {
       const Shape& s = g.node(o).shape;
-      if ((s.is_tuple() && n.op != OpKind::kGetTupleElement) || (!s.is_tuple() && IsComplex(s.dtype()))) {
+      if ((s.is_tuple() && n.op != OpKind::kGetTupleElement) ||
+          (!s.is_tuple() && IsComplex(s.dtype()))) {
         return Unimplemented("cpu codegen: ", OpName(n.op), " %", n.id, " has operand ",
                              s.ToString());
       }

@@ -33,9 +33,18 @@ std::string MathFn(const char* base, DType t) {
 // the call at compile time (MPFR may differ from libm by an ulp).
 bool CallsLibm(OpKind op) {
   switch (op) {
-    case OpKind::kExp: case OpKind::kLog: case OpKind::kLog1p: case OpKind::kExpm1:
-    case OpKind::kTanh: case OpKind::kLogistic: case OpKind::kSin: case OpKind::kCos:
-    case OpKind::kErf: case OpKind::kPower: case OpKind::kAtan2: case OpKind::kRemainder:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kLog1p:
+    case OpKind::kExpm1:
+    case OpKind::kTanh:
+    case OpKind::kLogistic:
+    case OpKind::kSin:
+    case OpKind::kCos:
+    case OpKind::kErf:
+    case OpKind::kPower:
+    case OpKind::kAtan2:
+    case OpKind::kRemainder:
       return true;
     default:
       return false;
@@ -155,8 +164,10 @@ Index ExprEmitter::OperandIndex(const Node& n, const Index& idx) {
       // Same sequence of non-1 dims: map the multi-index directly.
       if (idx.has_multi) {
         std::vector<int> rnz, onz;
-        for (int d = 0; d < rs.rank(); ++d) if (rs.dim(d) != 1) rnz.push_back(d);
-        for (int d = 0; d < os.rank(); ++d) if (os.dim(d) != 1) onz.push_back(d);
+        for (int d = 0; d < rs.rank(); ++d)
+          if (rs.dim(d) != 1) rnz.push_back(d);
+        for (int d = 0; d < os.rank(); ++d)
+          if (os.dim(d) != 1) onz.push_back(d);
         bool same = rnz.size() == onz.size();
         for (size_t k = 0; same && k < rnz.size(); ++k) same = rs.dim(rnz[k]) == os.dim(onz[k]);
         if (same) {
@@ -198,7 +209,7 @@ Index ExprEmitter::OperandIndex(const Node& n, const Index& idx) {
       std::vector<std::string> ix(os.rank());
       for (int d = 0; d < os.rank(); ++d) {
         ix[d] = (rev[d] && os.dim(d) > 1) ? "(" + IntLiteral(os.dim(d) - 1) + " - " + rix[d] + ")"
-                                         : rix[d];
+                                          : rix[d];
       }
       return Index::Multi(ix);
     }
@@ -264,8 +275,10 @@ ExprEmitter::Val ExprEmitter::EmitUncached(const Node& n, const Index& idx) {
 // NaN operand propagates as there.
 ExprEmitter::Val ExprEmitter::EmitF32MulAdd(const F32MulAdd& m, const Index& idx) {
   const Val x = Emit(m.x, idx), s = Emit(m.s, idx), z = Emit(m.z, idx);
-  const std::string p = m.s_first ? "(" + s.expr + " * " + x.expr + ")" : "(" + x.expr + " * " + s.expr + ")";
-  const std::string r = m.product_first ? "(" + p + " + " + z.expr + ")" : "(" + z.expr + " + " + p + ")";
+  const std::string p =
+      m.s_first ? "(" + s.expr + " * " + x.expr + ")" : "(" + x.expr + " * " + s.expr + ")";
+  const std::string r =
+      m.product_first ? "(" + p + " + " + z.expr + ")" : "(" + z.expr + " + " + p + ")";
   return {Bind(DType::kF32, r), x.is_const && s.is_const && z.is_const};
 }
 
@@ -323,7 +336,9 @@ ExprEmitter::Val ExprEmitter::EmitGather(const Node& n, const Index& idx) {
     std::string off = "0";
     if (!has(collapsed, d)) off = rix[offset_dims[k++]];
     auto st = starts.find(d);
-    oix[d] = st == starts.end() ? off : off == "0" ? st->second : "(" + st->second + " + " + off + ")";
+    oix[d] = st == starts.end() ? off
+             : off == "0"       ? st->second
+                                : "(" + st->second + " + " + off + ")";
   }
   return Emit(n.operands[0], Index::Multi(oix));
 }
@@ -431,10 +446,10 @@ ExprEmitter::Val ExprEmitter::EmitElementwise(const Node& n, const Index& idx) {
       return Emit(n.operands[i], s.is_scalar() ? Index::Scalar() : idx);
     };
     Val lo = at(0), x = at(1), hi = at(2);
-    std::string e = IsFloatType(t)
-                        ? RoundExpr(t, "ember_fmin(ember_fmax(" + x.expr + ", " + lo.expr + "), " +
-                                           hi.expr + ")")
-                        : "ember_imin(ember_imax(" + x.expr + ", " + lo.expr + "), " + hi.expr + ")";
+    std::string e =
+        IsFloatType(t) ? RoundExpr(t, "ember_fmin(ember_fmax(" + x.expr + ", " + lo.expr + "), " +
+                                          hi.expr + ")")
+                       : "ember_imin(ember_imax(" + x.expr + ", " + lo.expr + "), " + hi.expr + ")";
     return {Bind(t, e), lo.is_const && x.is_const && hi.is_const};
   }
   if (n.op == OpKind::kConvert) {
@@ -492,27 +507,63 @@ ExprEmitter::Val ExprEmitter::EmitUnary(const Node& n, const Val& xv) {
   const std::string ct = ComputeType(t);
   std::string e;
   switch (n.op) {
-    case OpKind::kNegate: e = fl ? "-" + x : "ember_neg(" + x + ")"; break;
-    case OpKind::kAbs: e = fl ? MathFn("fabs", t) + "(" + x + ")" : "ember_iabs(" + x + ")"; break;
-    case OpKind::kSign: e = fl ? "ember_fsign(" + x + ")" : "ember_isign(" + x + ")"; break;
-    case OpKind::kFloor: e = fl ? MathFn("floor", t) + "(" + x + ")" : x; break;
-    case OpKind::kCeil: e = fl ? MathFn("ceil", t) + "(" + x + ")" : x; break;
-    case OpKind::kRoundNearestEven: e = fl ? MathFn("nearbyint", t) + "(" + x + ")" : x; break;
+    case OpKind::kNegate:
+      e = fl ? "-" + x : "ember_neg(" + x + ")";
+      break;
+    case OpKind::kAbs:
+      e = fl ? MathFn("fabs", t) + "(" + x + ")" : "ember_iabs(" + x + ")";
+      break;
+    case OpKind::kSign:
+      e = fl ? "ember_fsign(" + x + ")" : "ember_isign(" + x + ")";
+      break;
+    case OpKind::kFloor:
+      e = fl ? MathFn("floor", t) + "(" + x + ")" : x;
+      break;
+    case OpKind::kCeil:
+      e = fl ? MathFn("ceil", t) + "(" + x + ")" : x;
+      break;
+    case OpKind::kRoundNearestEven:
+      e = fl ? MathFn("nearbyint", t) + "(" + x + ")" : x;
+      break;
     case OpKind::kNot:
       e = t == DType::kPred ? "(uint8_t)(" + x + " == 0)" : "(" + ct + ")(~" + x + ")";
       break;
-    case OpKind::kExp: e = MathFn("exp", t) + "(" + x + ")"; break;
-    case OpKind::kLog: e = MathFn("log", t) + "(" + x + ")"; break;
-    case OpKind::kLog1p: e = MathFn("log1p", t) + "(" + x + ")"; break;
-    case OpKind::kExpm1: e = MathFn("expm1", t) + "(" + x + ")"; break;
-    case OpKind::kSqrt: e = MathFn("sqrt", t) + "(" + x + ")"; break;
-    case OpKind::kRsqrt: e = "((" + ct + ")1 / " + MathFn("sqrt", t) + "(" + x + "))"; break;
-    case OpKind::kTanh: e = MathFn("tanh", t) + "(" + x + ")"; break;
-    case OpKind::kLogistic: e = "ember_logistic(" + x + ")"; break;
-    case OpKind::kSin: e = MathFn("sin", t) + "(" + x + ")"; break;
-    case OpKind::kCos: e = MathFn("cos", t) + "(" + x + ")"; break;
-    case OpKind::kErf: e = MathFn("erf", t) + "(" + x + ")"; break;
-    default: e = x; break;  // rejected by CheckKernelSupported
+    case OpKind::kExp:
+      e = MathFn("exp", t) + "(" + x + ")";
+      break;
+    case OpKind::kLog:
+      e = MathFn("log", t) + "(" + x + ")";
+      break;
+    case OpKind::kLog1p:
+      e = MathFn("log1p", t) + "(" + x + ")";
+      break;
+    case OpKind::kExpm1:
+      e = MathFn("expm1", t) + "(" + x + ")";
+      break;
+    case OpKind::kSqrt:
+      e = MathFn("sqrt", t) + "(" + x + ")";
+      break;
+    case OpKind::kRsqrt:
+      e = "((" + ct + ")1 / " + MathFn("sqrt", t) + "(" + x + "))";
+      break;
+    case OpKind::kTanh:
+      e = MathFn("tanh", t) + "(" + x + ")";
+      break;
+    case OpKind::kLogistic:
+      e = "ember_logistic(" + x + ")";
+      break;
+    case OpKind::kSin:
+      e = MathFn("sin", t) + "(" + x + ")";
+      break;
+    case OpKind::kCos:
+      e = MathFn("cos", t) + "(" + x + ")";
+      break;
+    case OpKind::kErf:
+      e = MathFn("erf", t) + "(" + x + ")";
+      break;
+    default:
+      e = x;
+      break;  // rejected by CheckKernelSupported
   }
   return {fl ? RoundExpr(t, e) : e, xv.is_const};
 }
@@ -534,30 +585,60 @@ ExprEmitter::Val ExprEmitter::EmitBinary(const Node& n, const Val& av, const Val
   };
   std::string e;
   switch (n.op) {
-    case OpKind::kAdd: e = fl ? "(" + a + " + " + b + ")" : call("ember_add"); break;
-    case OpKind::kSubtract: e = fl ? "(" + a + " - " + b + ")" : call("ember_sub"); break;
-    case OpKind::kMultiply: e = fl ? "(" + a + " * " + b + ")" : call("ember_mul"); break;
-    case OpKind::kDivide: e = fl ? "(" + a + " / " + b + ")" : guarded("ember_idiv"); break;
-    case OpKind::kRemainder: e = fl ? call("ember_frem") : guarded("ember_irem"); break;
+    case OpKind::kAdd:
+      e = fl ? "(" + a + " + " + b + ")" : call("ember_add");
+      break;
+    case OpKind::kSubtract:
+      e = fl ? "(" + a + " - " + b + ")" : call("ember_sub");
+      break;
+    case OpKind::kMultiply:
+      e = fl ? "(" + a + " * " + b + ")" : call("ember_mul");
+      break;
+    case OpKind::kDivide:
+      e = fl ? "(" + a + " / " + b + ")" : guarded("ember_idiv");
+      break;
+    case OpKind::kRemainder:
+      e = fl ? call("ember_frem") : guarded("ember_irem");
+      break;
     case OpKind::kPower:  // ember_pow(f): vector_math.h
       e = fl ? call(t == DType::kF64 ? "ember_pow" : "ember_powf") : call("ember_ipow");
       break;
-    case OpKind::kMaximum: e = fl ? call("ember_fmax") : call("ember_imax"); break;
-    case OpKind::kMinimum: e = fl ? call("ember_fmin") : call("ember_imin"); break;
-    case OpKind::kAtan2: e = call(MathFn("atan2", t)); break;
-    case OpKind::kAnd: e = "(" + ct + ")(" + a + " & " + b + ")"; break;
-    case OpKind::kOr: e = "(" + ct + ")(" + a + " | " + b + ")"; break;
-    case OpKind::kXor: e = "(" + ct + ")(" + a + " ^ " + b + ")"; break;
-    case OpKind::kShiftLeft: e = call("ember_shl"); break;
-    case OpKind::kShiftRightLogical: e = call("ember_shrl"); break;
-    case OpKind::kShiftRightArithmetic: e = call("ember_shra"); break;
+    case OpKind::kMaximum:
+      e = fl ? call("ember_fmax") : call("ember_imax");
+      break;
+    case OpKind::kMinimum:
+      e = fl ? call("ember_fmin") : call("ember_imin");
+      break;
+    case OpKind::kAtan2:
+      e = call(MathFn("atan2", t));
+      break;
+    case OpKind::kAnd:
+      e = "(" + ct + ")(" + a + " & " + b + ")";
+      break;
+    case OpKind::kOr:
+      e = "(" + ct + ")(" + a + " | " + b + ")";
+      break;
+    case OpKind::kXor:
+      e = "(" + ct + ")(" + a + " ^ " + b + ")";
+      break;
+    case OpKind::kShiftLeft:
+      e = call("ember_shl");
+      break;
+    case OpKind::kShiftRightLogical:
+      e = call("ember_shrl");
+      break;
+    case OpKind::kShiftRightArithmetic:
+      e = call("ember_shra");
+      break;
     case OpKind::kCompare: {
       static const char* kOps[] = {"==", "!=", "<", "<=", ">", ">="};
       auto dir = ParseComparisonKind(n.attrs.GetString("direction"));
       const char* op = dir ? kOps[static_cast<int>(*dir)] : "==";
       return {"(uint8_t)(" + a + " " + op + " " + b + ")", av.is_const && bv.is_const};
     }
-    default: e = a; break;  // rejected by CheckKernelSupported
+    default:
+      e = a;
+      break;  // rejected by CheckKernelSupported
   }
   return {fl ? RoundExpr(t, e) : e, av.is_const && bv.is_const};
 }

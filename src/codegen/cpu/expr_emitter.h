@@ -31,7 +31,7 @@ struct Index {
 // What the emitter knows about the kernel as a whole.
 struct KernelPlan {
   const Graph* graph = nullptr;
-  std::map<NodeId, int> parameter_index;     // parameter node -> input slot
+  std::map<NodeId, int> parameter_index;       // parameter node -> input slot
   std::map<NodeId, std::string> materialized;  // node -> pointer variable ("m5")
   // Values held in a local variable for the current loop iteration (row
   // kernels: a reduction's value for the current row), node -> variable.

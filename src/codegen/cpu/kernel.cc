@@ -1,15 +1,14 @@
 // CompileKernel: emit -> key -> in-memory cache -> disk cache -> system
 // compiler -> dlopen; CompiledKernel::Run; the process-wide counters.
 #include <dlfcn.h>
-
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <mutex>
-#include <functional>
 #include <thread>
 
 #include "codegen/cpu/disk_cache.h"
@@ -94,10 +93,9 @@ Status CompiledKernel::Run(const std::vector<const void*>& inputs,
     }
   }
   auto entry = reinterpret_cast<EntryFn>(entry_);
-  const int rc = parallel_for
-                     ? entry(inputs.data(), outputs.data(), const_cast<ParallelFor*>(&parallel_for),
-                             &PfTrampoline)
-                     : entry(inputs.data(), outputs.data(), nullptr, nullptr);
+  const int rc = parallel_for ? entry(inputs.data(), outputs.data(),
+                                      const_cast<ParallelFor*>(&parallel_for), &PfTrampoline)
+                              : entry(inputs.data(), outputs.data(), nullptr, nullptr);
   if (rc == 0) return OkStatus();
   if (rc > 0 && static_cast<size_t>(rc) <= source_.error_messages.size()) {
     return OutOfRange(source_.error_messages[rc - 1]);
@@ -164,8 +162,7 @@ Status RunCompiler(const Target& t, const std::string& dir, const std::string& w
   std::string out;
   const auto t0 = std::chrono::steady_clock::now();
   StatusOr<int> rc = RunProcess(argv, dir, &out);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   {
     Globals& gl = G();
     std::lock_guard<std::mutex> lock(gl.mu);
@@ -284,8 +281,8 @@ class KernelBuilder {
   // (a hard link to the one object) and is loaded from it. If the batch does
   // not compile or load, each kernel is built on its own, so that an error
   // names the kernel that caused it.
-  static void Batch(std::vector<BatchItem>& items, const CodegenOptions& options,
-                    const Target& t, std::vector<StatusOr<std::shared_ptr<CompiledKernel>>>* out) {
+  static void Batch(std::vector<BatchItem>& items, const CodegenOptions& options, const Target& t,
+                    std::vector<StatusOr<std::shared_ptr<CompiledKernel>>>* out) {
     Status st = BatchOnce(items, t, out);
     if (st.ok()) return;
     LogLine("codegen", "batch of " + std::to_string(items.size()) +
@@ -320,8 +317,7 @@ class KernelBuilder {
     }
     for (size_t j = 0; st.ok() && j < items.size(); ++j) {
       BatchItem& it = items[j];
-      StatusOr<std::string> so_path =
-          cache.InstallShared(it.key, tmp + "/kernel.so", it.src.code);
+      StatusOr<std::string> so_path = cache.InstallShared(it.key, tmp + "/kernel.so", it.src.code);
       if (!so_path.ok()) {
         st = so_path.status();
         break;
@@ -332,8 +328,8 @@ class KernelBuilder {
       st = Load(k.get(), *so_path, it.src.name, /*from_disk=*/false, &retry, &why);
       if (st.ok() && k->handle_ == nullptr) st = EMBER_INTERNAL_ERROR("cannot load ", why);
       if (!st.ok()) break;
-      (*out)[it.index] = Finish(std::move(k), *so_path, std::move(it.src),
-                                it.key + "@" + t.dir, /*from_disk=*/false, t);
+      (*out)[it.index] = Finish(std::move(k), *so_path, std::move(it.src), it.key + "@" + t.dir,
+                                /*from_disk=*/false, t);
     }
     RemoveTree(tmp);
     return st;
@@ -364,9 +360,8 @@ class KernelBuilder {
     void* entry = dlsym(handle, name.c_str());
     if (abi == nullptr || entry == nullptr || abi() != kKernelAbiVersion) {
       dlclose(handle);
-      return Status(StatusCode::kInternal, "cpu codegen: " + so_path + " does not export " +
-                                               name + " (ABI " +
-                                               std::to_string(kKernelAbiVersion) + ")");
+      return Status(StatusCode::kInternal, "cpu codegen: " + so_path + " does not export " + name +
+                                               " (ABI " + std::to_string(kKernelAbiVersion) + ")");
     }
     k->handle_ = handle;
     k->entry_ = entry;

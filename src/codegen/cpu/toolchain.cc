@@ -85,10 +85,13 @@ StatusOr<std::string> CompilerVersion(const std::string& cxx, const std::string&
 }
 
 std::vector<std::string> CompileFlags(bool fast) {
-  return {"-std=c++17",       fast ? "-O1" : "-O3", "-march=native",   "-fPIC",
-          "-shared",          "-fopenmp-simd",      "-fno-math-errno", "-fwrapv",
-          "-ffp-contract=off", "-fno-exceptions",   "-fno-rtti",       "-fvisibility=hidden",
-          "-Wl,--as-needed",  "-w"};
+  return {"-std=c++17",        fast ? "-O1" : "-O3",
+          "-march=native",     "-fPIC",
+          "-shared",           "-fopenmp-simd",
+          "-fno-math-errno",   "-fwrapv",
+          "-ffp-contract=off", "-fno-exceptions",
+          "-fno-rtti",         "-fvisibility=hidden",
+          "-Wl,--as-needed",   "-w"};
 }
 
 const std::string& CpuFeatures() {
@@ -110,14 +113,16 @@ const std::string& CpuFeatures() {
     std::string s = "probed:";
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-#define EMBER_PROBE(f) if (__builtin_cpu_supports(f)) s += " " f;
-    EMBER_PROBE("sse4.2") EMBER_PROBE("avx") EMBER_PROBE("avx2") EMBER_PROBE("fma")
-    EMBER_PROBE("f16c") EMBER_PROBE("bmi2") EMBER_PROBE("avx512f") EMBER_PROBE("avx512bw")
-    EMBER_PROBE("avx512dq") EMBER_PROBE("avx512vl") EMBER_PROBE("avx512cd")
-    EMBER_PROBE("avx512vnni") EMBER_PROBE("avx512bf16") EMBER_PROBE("avx512vbmi")
+#define EMBER_PROBE(f) \
+  if (__builtin_cpu_supports(f)) s += " " f;
+    EMBER_PROBE("sse4.2")
+    EMBER_PROBE("avx") EMBER_PROBE("avx2") EMBER_PROBE("fma") EMBER_PROBE("f16c")
+        EMBER_PROBE("bmi2") EMBER_PROBE("avx512f") EMBER_PROBE("avx512bw") EMBER_PROBE("avx512dq")
+            EMBER_PROBE("avx512vl") EMBER_PROBE("avx512cd") EMBER_PROBE("avx512vnni")
+                EMBER_PROBE("avx512bf16") EMBER_PROBE("avx512vbmi")
 #undef EMBER_PROBE
 #endif
-    return s;
+                    return s;
   }();
   return features;
 }

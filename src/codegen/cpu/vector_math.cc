@@ -4,9 +4,17 @@ namespace ember::codegen {
 
 bool IsVectorMathOp(OpKind op) {
   switch (op) {
-    case OpKind::kExp: case OpKind::kLog: case OpKind::kLog1p: case OpKind::kExpm1:
-    case OpKind::kTanh: case OpKind::kLogistic: case OpKind::kSin: case OpKind::kCos:
-    case OpKind::kErf: case OpKind::kPower: case OpKind::kAtan2:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kLog1p:
+    case OpKind::kExpm1:
+    case OpKind::kTanh:
+    case OpKind::kLogistic:
+    case OpKind::kSin:
+    case OpKind::kCos:
+    case OpKind::kErf:
+    case OpKind::kPower:
+    case OpKind::kAtan2:
       return true;
     default:
       return false;
