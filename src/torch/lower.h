@@ -85,6 +85,9 @@ std::atomic<bool>& donate_buffers();
 // makes ATen's intra-op thread pool (at::parallel_for) the runtime's parallel-for.
 void register_aten_externs();
 
+// Registers `ember.dot-general` as an ATen GEMM call (dot_general.cpp).
+void register_aten_dot_general();
+
 // Makes at::parallel_for the runtime's parallel-for (aten_parallel.cpp).
 void use_aten_parallel_for();
 
