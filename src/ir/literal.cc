@@ -14,14 +14,22 @@ Literal::Literal(Shape shape) : shape_(std::move(shape)) {
   if (shape_.is_tuple()) {
     for (const Shape& s : shape_.tuple_shapes()) tuple_.emplace_back(s);
   } else {
-    bytes_.assign(static_cast<size_t>(shape_.byte_size()), 0);
+    bytes_ = AlignedBytes::Zeroed(static_cast<size_t>(shape_.byte_size()));
   }
+}
+
+Literal Literal::Uninitialized(const Shape& shape) {
+  if (shape.is_tuple()) return Literal(shape);
+  Literal lit(Shape::Tuple({}));  // no bytes allocated
+  lit.shape_ = shape;
+  lit.tuple_.clear();
+  lit.bytes_ = AlignedBytes::Uninitialized(static_cast<size_t>(shape.byte_size()));
+  return lit;
 }
 
 Literal::Literal(const Literal& o) : shape_(o.shape_), tuple_(o.tuple_) {
   if (o.external_) {
-    const auto* p = static_cast<const uint8_t*>(o.data());
-    bytes_.assign(p, p + o.external_size_);
+    bytes_ = AlignedBytes::CopyOf(o.data(), static_cast<size_t>(o.external_size_));
   } else {
     bytes_ = o.bytes_;
   }

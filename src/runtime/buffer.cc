@@ -117,7 +117,7 @@ BufferRef Buffer::Uninitialized(const Shape& shape) {
       }
     }
   }
-  BufferRef r(new Buffer(Literal(shape)));
+  BufferRef r(new Buffer(Literal::Uninitialized(shape)));
   r->recyclable_ = true;
   return r;
 }

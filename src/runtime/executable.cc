@@ -103,7 +103,7 @@ bool HasShape(const Literal& lit, const Shape& shape) {
 
 Status RunExtern(const Step& step, std::vector<BufferRef>& slots) {
   EMBER_ASSIGN_OR_RETURN(auto inputs, ResolveAll(slots, step.reads));
-  BufferRef out = Buffer::Zeros(step.extern_node.shape);
+  BufferRef out = Buffer::Uninitialized(step.extern_node.shape);
   ExternCall call;
   call.node = &step.extern_node;
   call.inputs = std::move(inputs);

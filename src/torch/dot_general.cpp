@@ -1,11 +1,14 @@
 // The `ember.dot-general` extern: every dot-general of a lowered graph runs as one
 // ATen GEMM call (docs/architecture.md, "Same program, same bits").
 #include <ATen/ATen.h>
+#include <ATen/TensorUtils.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <vector>
 
+#include "../ir/log.h"
 #include "dtype_map.h"
 #include "ember/eval/extern_registry.h"
 #include "ember/ir/graph.h"
@@ -14,49 +17,54 @@
 namespace ember_torch {
 namespace {
 
-// An operand handed to the GEMM in its one canonical form: dense row-major and
-// 64-byte aligned (a copy when it is not). See aten_dot_general.
-bool is_canonical_gemm_layout(const at::Tensor& t) {
-  constexpr uintptr_t kAlign = 64;  // c10's CPU allocator alignment
-  // exact row-major strides (is_contiguous() ignores those of size-1 dims, which the
-  // GEMM's transpose choice may still read)
-  auto cs = c10::contiguous_strides(t.sizes());
-  return t.strides() == c10::IntArrayRef(cs) &&
-         reinterpret_cast<uintptr_t>(t.data_ptr()) % kAlign == 0;
+constexpr uintptr_t kGemmAlignment = 64;  // AlignedBytes / c10's CPU allocator
+
+bool aligned(const at::Tensor& t) {
+  return t.numel() == 0 || reinterpret_cast<uintptr_t>(t.data_ptr()) % kGemmAlignment == 0;
 }
 
-at::Tensor canonical_gemm_operand(const at::Tensor& t) {
-  if (is_canonical_gemm_layout(t)) return t;
-  at::Tensor c = at::empty(t.sizes(), t.options().memory_format(at::MemoryFormat::Contiguous));
-  if (t.dim() == 3 && t.size(0) == 1) {
-    // One matrix (mm, F.linear's weight read transposed): copied as a 2-D tensor, so
-    // ATen takes its blocked transpose copy instead of the element-wise strided loop
-    // (the MLP step spent 14% of its samples in that loop).
-    c.select(0, 0).copy_(t.select(0, 0));
-  } else {
-    c.copy_(t);
+// `t` (dense row-major over its own dims, as every IR value is) with its dims put in the
+// order `perm` and grouped into the matrix batch `[B, R, C]`: a view when the grouping
+// is expressible with strides (ATen's rule, computeStride), else a row-major copy.
+// `*copied` is set for a copy. Both outcomes depend only on the operand's shape and the
+// dot's dimension numbers, never on where the value came from.
+at::Tensor as_matrices(const at::Tensor& t, const std::vector<int64_t>& perm, int64_t B, int64_t R,
+                       int64_t C, bool* copied) {
+  at::Tensor p = t.permute(perm);
+  std::vector<int64_t> shape = {B, R, C};
+  if (auto st = at::detail::computeStride(p.sizes(), p.strides(), shape)) {
+    at::Tensor v = p.as_strided(shape, *st, p.storage_offset());
+    if (aligned(v)) return v;
+    // A misaligned borrowed input (a view at an odd offset): the same strides on
+    // aligned memory, so the GEMM call is the one an aligned operand gets.
+    at::Tensor a = at::empty_strided(shape, *st, t.options());
+    a.copy_(v);
+    *copied = true;
+    return a;
   }
-  return c;
+  *copied = true;
+  return p.reshape(shape).contiguous();
 }
 
-// dot-general through ATen's batched matmul: lhs -> [B, M, K], rhs -> [B, K, N]
-// (permute + reshape), out [B, M, N] is the result's row-major layout (batch dims,
-// lhs free dims, rhs free dims: XLA's DotGeneral result order).
+std::atomic<int64_t> g_gemm_copies{0};
+
+// dot-general as one ATen GEMM call (at::mm for one matrix, at::bmm for a batch).
+// lhs is viewed as [B, M, K] (batch dims, free dims, contracting dims), rhs as
+// [B, K, N], the result is the row-major [B, M, N] of the output buffer (XLA's
+// DotGeneral result order: batch, lhs free, rhs free), written in place.
 //
-// Same logical dot-general -> same bits. The GEMM is always called on the logical
-// [B, M, K] and [B, K, N] matrices in one canonical layout (dense row-major, 64-byte
-// aligned; the result written to a 64-byte aligned [B, M, N]), never on a strided view
-// of the operand as it arrived. MKL's sgemm rounds differently for a transposed operand
-// than for the same matrix materialized (eager's mm of two transposed f32[32,16] and
-// f32[16,10] views differs from the mm of their contiguous copies in 21 of 320
-// elements) and, per Intel's reproducibility
-// notes, may for differently aligned arrays. Without this, the simplify rule
-// dot-of-transpose (which hands the extern an untransposed operand with mapped dims
-// where the graph had a transpose, but not where the transpose had already been
-// materialized, e.g. a parameter read through a view) made a resumed training run
-// differ from a straight one (docs/architecture.md "Lowering", "Same program, same
-// bits"). Cost: one copy of an operand that is read transposed (what a transpose
-// kernel did before that rule existed).
+// No copies for the layouts a model produces: an IR value is dense row-major, so a
+// [M, K] operand is a plain matrix and a [K, M] one (contracting dim first) a
+// transposed one; ATen hands MKL the transpose flag instead of copying. F.linear's
+// weight [N, K] read as the rhs [K, N] (`x @ w.t()`, folded into the dot's dims by
+// simplify's dot-of-transpose) is a transposed rhs, as in eager's addmm.
+//
+// Same program, same bits (docs/architecture.md): the GEMM call — which ATen entry
+// point, the operand strides, alignment (64 bytes), the output — is a function of the
+// dot-general node alone (operand shapes, dimension numbers, dtypes), never of how an
+// operand was produced or who consumes the result. A transposed value reaches the dot
+// as one IR form whatever its history (simplify folds transposes into the dimension
+// numbers), so one logical program makes one call. EMBER_LOG=gemm prints each call.
 ember::Status aten_dot_general(ember::ExternCall& c) {
   try {
     const ember::Node& n = *c.node;
@@ -78,8 +86,9 @@ ember::Status aten_dot_general(ember::ExternCall& c) {
       std::vector<int64_t> f;
       for (int64_t d = 0; d < rank; ++d) {
         if (std::find(a.begin(), a.end(), d) == a.end() &&
-            std::find(b.begin(), b.end(), d) == b.end())
+            std::find(b.begin(), b.end(), d) == b.end()) {
           f.push_back(d);
+        }
       }
       return f;
     };
@@ -96,27 +105,50 @@ ember::Status aten_dot_general(ember::ExternCall& c) {
     rperm.insert(rperm.end(), rc.begin(), rc.end());
     rperm.insert(rperm.end(), rf.begin(), rf.end());
     const int64_t B = prod(lhs, lb), M = prod(lhs, lf), K = prod(lhs, lc), N = prod(rhs, rf);
-    at::Tensor a = lhs.permute(lperm).reshape({B, M, K});
-    at::Tensor bm = rhs.permute(rperm).reshape({B, K, N});
     auto ot = to_torch_dtype(o.dtype());
-    at::Tensor out = at::from_blob(o.data(), {B, M, N}, at::TensorOptions().dtype(ot));
-    // The GEMM's own output: `out` when aligned, else an aligned temporary copied back.
-    at::Tensor res = is_canonical_gemm_layout(out) ? out : at::empty({B, M, N}, out.options());
-    if (lt == rt && lt == ot && lt != at::kBool) {
-      at::bmm_out(res, canonical_gemm_operand(a), canonical_gemm_operand(bm));
-    } else if (at::isFloatingType(ot) && at::isFloatingType(lt) && at::isFloatingType(rt)) {
-      // A wider result (bf16/f16 operands, f32 result: the lowering's accumulate-in-f32
-      // form): multiply in the result type, so the product is rounded once, to the
-      // result, as eager's reduced-precision GEMM does (f32 accumulation). Computing in
-      // bf16 and widening would round twice (addmm + bias then differed in ~30% of
-      // elements from eager's).
-      at::bmm_out(res, canonical_gemm_operand(a.to(ot)), canonical_gemm_operand(bm.to(ot)));
-    } else {
-      auto ct = at::promote_types(lt, rt);
+    // Mixed dtypes: bf16/f16 operands with an f32 result (the lowering's
+    // accumulate-in-f32 form) multiply in the result type, so the product is rounded
+    // once, to the result, as eager's reduced-precision GEMM does (computing in bf16
+    // and widening would round twice). Other mixes compute in the promoted type.
+    at::ScalarType ct = ot;
+    if (!(lt == rt && lt == ot && lt != at::kBool) &&
+        !(at::isFloatingType(ot) && at::isFloatingType(lt) && at::isFloatingType(rt))) {
+      ct = at::promote_types(lt, rt);
       if (ct == at::kBool) ct = at::kLong;
-      res.copy_(at::bmm(canonical_gemm_operand(a.to(ct)), canonical_gemm_operand(bm.to(ct))));
     }
-    if (!res.is_same(out)) out.copy_(res);
+    bool lcopy = false, rcopy = false;
+    if (lhs.scalar_type() != ct) {
+      lhs = lhs.to(ct);
+      lcopy = true;
+    }
+    if (rhs.scalar_type() != ct) {
+      rhs = rhs.to(ct);
+      rcopy = true;
+    }
+    at::Tensor a = as_matrices(lhs, lperm, B, M, K, &lcopy);
+    at::Tensor bm = as_matrices(rhs, rperm, B, K, N, &rcopy);
+    at::Tensor out = at::from_blob(o.data(), {B, M, N}, at::TensorOptions().dtype(ot));
+    // The GEMM writes the output buffer itself (64-byte aligned), or a temporary in the
+    // compute type when that differs from the result type.
+    const bool direct = ct == ot && aligned(out);
+    at::Tensor res = direct ? out : at::empty({B, M, N}, out.options().dtype(ct));
+    if (B == 1) {
+      at::Tensor res2 = res.select(0, 0);
+      at::mm_out(res2, a.select(0, 0), bm.select(0, 0));
+    } else {
+      at::bmm_out(res, a, bm);
+    }
+    if (!direct) out.copy_(res);
+    const int64_t copies = (lcopy ? 1 : 0) + (rcopy ? 1 : 0);
+    if (copies) g_gemm_copies += copies;
+    static const bool log = ember::LogEnabled("gemm");
+    if (log) {
+      ember::LogLine(
+          "gemm", c10::str(B == 1 ? "mm" : "bmm", " B=", B, " M=", M, " N=", N, " K=", K,
+                           " lhs strides ", a.strides(), " rhs strides ", bm.strides(), " ",
+                           c10::toString(ct), "->", c10::toString(ot), " operand copies ", copies,
+                           direct ? "" : " (result copied)"));
+    }
     return ember::OkStatus();
   } catch (const std::exception& e) {
     auto* ce = dynamic_cast<const c10::Error*>(&e);
@@ -127,6 +159,8 @@ ember::Status aten_dot_general(ember::ExternCall& c) {
 }
 
 }  // namespace
+
+int64_t gemm_operand_copies() { return g_gemm_copies.load(); }
 
 void register_aten_dot_general() {
   ember::ExternRegistry::Global().Register("ember.dot-general", &aten_dot_general);

@@ -87,6 +87,9 @@ void register_aten_externs();
 
 // Registers `ember.dot-general` as an ATen GEMM call (dot_general.cpp).
 void register_aten_dot_general();
+// Operand copies the dot-general extern made (dtype converts, layouts no GEMM call
+// takes as strides, misaligned borrowed inputs) since the process started.
+int64_t gemm_operand_copies();
 
 // Makes at::parallel_for the runtime's parallel-for (aten_parallel.cpp).
 void use_aten_parallel_for();

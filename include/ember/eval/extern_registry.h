@@ -4,7 +4,8 @@
 // used by tests and by the runtime before native code generation exists.
 //
 // A kernel reads its inputs and writes its already-allocated outputs (one per
-// array result, in tuple order). It returns a non-OK Status on bad data;
+// array result, in tuple order): every element of them, since their bytes are
+// unspecified when the kernel starts (the runtime does not zero-fill them). It returns a non-OK Status on bad data;
 // it must never abort.
 #pragma once
 
@@ -19,7 +20,7 @@ namespace ember {
 struct ExternCall {
   const Node* node = nullptr;  // the custom-call (or op) being run
   std::vector<const Literal*> inputs;
-  std::vector<Literal*> outputs;  // preallocated, shapes from the node
+  std::vector<Literal*> outputs;  // preallocated (bytes unspecified), shapes from the node
 };
 
 using ExternKernel = std::function<Status(ExternCall&)>;

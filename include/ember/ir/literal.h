@@ -1,5 +1,5 @@
-// Literal: a host value of a given Shape (dense row-major bytes), or a tuple
-// of Literals. Used for constants in the IR, for interpreter inputs and
+// Literal: a host value of a given Shape (dense row-major bytes, 64-byte
+// aligned when owned: AlignedBytes), or a tuple of Literals. Used for constants in the IR, for interpreter inputs and
 // results, and as the payload of runtime buffers. Copying a Literal copies
 // its bytes (value semantics); the runtime shares them through
 // std::shared_ptr<Literal>.
@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/ir/aligned_bytes.h"
 #include "ember/ir/shape.h"
 #include "ember/status.h"
 
@@ -32,6 +33,10 @@ class Literal {
   Literal() : Literal(Shape(DType::kF32, {})) {}
   // Zero-filled value of `shape` (a tuple shape gets zero-filled elements).
   explicit Literal(Shape shape);
+  // A value of array `shape` whose bytes are unspecified, for a result that
+  // is overwritten entirely (no zero-fill pass). Tuple shapes: zero-filled
+  // elements, as Literal(shape).
+  static Literal Uninitialized(const Shape& shape);
 
   static Literal Tuple(std::vector<Literal> elements);
   // Elements given as doubles, converted to the element type (ints truncate
@@ -93,7 +98,7 @@ class Literal {
 
  private:
   Shape shape_;
-  std::vector<uint8_t> bytes_;
+  AlignedBytes bytes_;
   std::vector<Literal> tuple_;
   // Borrowed bytes (Borrow): external_ points at external_size_ bytes kept
   // alive by owner_; bytes_ is then empty.

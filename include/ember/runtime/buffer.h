@@ -4,8 +4,9 @@
 // Literal (dense row-major bytes of its Shape, or a tuple of Literals) and
 // lives as long as any BufferRef to it. A runtime step writes its result
 // straight into a buffer's bytes (literal().data()), so a later native
-// backend can fill preplanned buffers without copying. The bytes come from
-// operator new (16-byte aligned on x86-64).
+// backend can fill preplanned buffers without copying. Owned bytes are
+// 64-byte aligned (AlignedBytes: a GEMM's operands and the vector kernels'
+// rows start on a cache line).
 //
 // A buffer's shape never changes after creation; steps may overwrite its
 // bytes (a donated input, DESIGN §6) but never resize it.
