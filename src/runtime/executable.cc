@@ -3,12 +3,15 @@
 // Executable can run on several threads at once.
 #include "ember/runtime/executable.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <map>
 #include <sstream>
 
 #include "ember/eval/interpreter.h"
+#include "ember/runtime/step_observer.h"
 #include "ember/runtime/thread_pool.h"
 #include "passes/buffer_assignment.h"
 
@@ -217,6 +220,72 @@ Status RunCopy(const Step& step, std::vector<BufferRef>& slots, const std::vecto
 
 }  // namespace
 
+namespace {
+std::atomic<StepObserver*> g_step_observer{nullptr};
+
+// Ends an observed step on every path out of it (error returns, exceptions).
+struct ObservedStep {
+  StepObserver* observer;
+  void* token;
+  ObservedStep(StepObserver* o, const Executable& exe, size_t index)
+      : observer(o), token(o ? o->Begin(exe, index) : nullptr) {}
+  ~ObservedStep() {
+    if (observer) observer->End(token);
+  }
+};
+}  // namespace
+
+void SetStepObserver(StepObserver* observer) {
+  g_step_observer.store(observer, std::memory_order_release);
+}
+StepObserver* GetStepObserver() { return g_step_observer.load(std::memory_order_acquire); }
+
+std::string StepDisplayName(const Executable& exe, size_t index) {
+  const Step& step = exe.steps().at(index);
+  switch (step.kind) {
+    case StepKind::kKernel:
+      return step.kernel_name;
+    case StepKind::kExtern: {
+      // ATen custom-calls are named "aten:<op>#<k>" (one target per node).
+      const std::string& n = step.kernel_name;
+      if (n.rfind("aten:", 0) == 0) {
+        const size_t hash = n.rfind('#');
+        return n.substr(5, hash == std::string::npos ? std::string::npos : hash - 5);
+      }
+      return n;
+    }
+    case StepKind::kInterpret:
+      return "ember.interpret";
+    case StepKind::kCopy:
+      return "ember.copy";
+  }
+  return "ember.step";
+}
+
+std::string StepSourceSummary(const Executable& exe, size_t index, size_t max_items) {
+  const Step& step = exe.steps().at(index);
+  std::vector<std::string> items;
+  auto add = [&](const std::string& m) {
+    if (m.empty() || std::find(items.begin(), items.end(), m) != items.end()) return;
+    items.push_back(m);
+  };
+  auto add_node = [&](const Node& n) {
+    add(n.metadata);
+    if (n.called) {
+      for (const Node& inner : n.called->nodes()) add(inner.metadata);
+    }
+  };
+  if (!step.original_nodes.empty()) {
+    for (const Node& n : step.original_nodes) add_node(n);
+  } else {
+    for (NodeId id : step.nodes) add_node(exe.graph().node(id));
+  }
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < max_items; ++i) out += (i ? "; " : "") + items[i];
+  if (items.size() > max_items) out += "; ...";
+  return out;
+}
+
 std::string_view StepKindName(StepKind k) {
   switch (k) {
     case StepKind::kExtern:
@@ -274,9 +343,11 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
     }
   }
   std::vector<int> overwritten;
+  StepObserver* const observer = GetStepObserver();
   for (size_t si = 0; si < steps_.size(); ++si) {
     const Step& step = steps_[si];
     Status st;
+    ObservedStep observed(observer, *this, si);
     try {
       switch (step.kind) {
         case StepKind::kExtern:

@@ -1124,6 +1124,7 @@ std::atomic<bool>& donate_buffers() {
 
 void register_aten_externs() {
   register_aten_dot_general();
+  install_profiler_events();
   // Native kernels split their loops on ATen's intra-op pool (OpenMP in torch's CPU
   // wheels, torch.set_num_threads threads): the pool ATen externs, eager ops and
   // Inductor's kernels use. With the runtime's own pool beside it, two pools share the

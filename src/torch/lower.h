@@ -91,6 +91,9 @@ void register_aten_dot_general();
 // takes as strides, misaligned borrowed inputs) since the process started.
 int64_t gemm_operand_copies();
 
+// Reports every step the runtime runs to torch.profiler (profiler.cpp).
+void install_profiler_events();
+
 // Makes at::parallel_for the runtime's parallel-for (aten_parallel.cpp).
 void use_aten_parallel_for();
 

@@ -94,6 +94,16 @@ def parse_args(argv=None):
     p.add_argument("--markdown", help="write the markdown table here")
     p.add_argument("--plot", help="write the PNG bar chart of ratios to eager here")
     p.add_argument(
+        "--profile",
+        metavar="MODEL[:MODE]",
+        help="instead of the suite: profile one workload (mode train or inference, default "
+        "train) on eager and ember with torch.profiler and print where each step's time "
+        "goes (ember.bench.profile)",
+    )
+    p.add_argument(
+        "--trace-dir", help="with --profile: also write each backend's Chrome trace here"
+    )
+    p.add_argument(
         "--torch-xla-venv",
         help="a virtual environment with torch_xla (its own "
         "torch): adds the PyTorch/XLA column (PJRT_DEVICE=CPU)",
@@ -417,6 +427,15 @@ def _saver(a):
 def main(argv=None) -> int:
     a = parse_args(argv)
     torch.manual_seed(0)
+    if a.profile:
+        from . import profile
+
+        try:
+            profile.profile(a.profile, a.scale, trace_dir=a.trace_dir)
+        except ValueError as e:
+            print(f"python -m ember.bench: --profile: {e}", file=sys.stderr)
+            return 2
+        return 0
     save = _saver(a)
     doc = run(a, save)
     save(doc)
