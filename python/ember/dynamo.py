@@ -76,24 +76,28 @@ def _retarget(x):
 
 def _retarget_devices(gm: torch.fx.GraphModule) -> int:
     """Makes the graph's factory ops (``full``, ``arange``, ``empty``, ``scalar_tensor``,
-    ``_to_copy(device=cpu)``, ...) create ember tensors and moves its tensor constants
-    (``get_attr``) to the device, so every value of the graph lives on the ember
-    device. Returns the number of nodes changed."""
+    ``_to_copy(device=cpu)``, ...) create ember tensors and reads its CPU tensor
+    constants (``get_attr``) through a copy to the ember device, so every value of the
+    graph lives on the ember device. The constants themselves stay CPU tensors:
+    Dynamo and AOTAutograd may still fakeify the module's attributes, which needs
+    addressable storage. Returns the number of nodes changed."""
     changed = 0
-    for node in gm.graph.nodes:
-        if node.op != "call_function":
-            continue
-        args, kwargs = _retarget(node.args), _retarget(node.kwargs)
-        if args != node.args or kwargs != node.kwargs:
-            node.args, node.kwargs = args, kwargs
-            changed += 1
-        if node.op == "get_attr":
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function":
+            args, kwargs = _retarget(node.args), _retarget(node.kwargs)
+            if args != node.args or kwargs != node.kwargs:
+                node.args, node.kwargs = args, kwargs
+                changed += 1
+        elif node.op == "get_attr":
             owner, _, name = node.target.rpartition(".")
             mod = gm.get_submodule(owner) if owner else gm
             value = getattr(mod, name)
             if isinstance(value, torch.Tensor) and value.device.type == "cpu":
-                # A tensor constant of the graph: moved once, a device-data leaf after.
-                setattr(mod, name, value.to(_EMBER))
+                with gm.graph.inserting_after(node):
+                    moved = gm.graph.call_function(
+                        torch.ops.aten._to_copy.default, (node,), {"device": _EMBER}
+                    )
+                node.replace_all_uses_with(moved, delete_user_cb=lambda u: u is not moved)
                 changed += 1
     if changed:
         gm.recompile()

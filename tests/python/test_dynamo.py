@@ -224,6 +224,35 @@ def test_input_mutation_is_written_back():
     assert counters()["syncs"] >= 3
 
 
+def test_tensor_constants_in_the_graph_move_to_ember():
+    """A tensor created inside the compiled code is a constant of the FX graph
+    (get_attr + lift_fresh_copy; HF GPT-2's DynamicCache starts so): it is read through a
+    copy to the ember device, forward and backward, and stays a CPU tensor in the module
+    for Dynamo's and AOTAutograd's fake tensors."""
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            start = torch.tensor([[0.5, -1.0, 2.0, 0.25]])  # a graph constant
+            return self.lin(torch.cat([start.expand(1, 4), x], 0)).sum()
+
+    torch.manual_seed(0)
+    m, x = M(), torch.randn(3, 4)
+    ref = copy.deepcopy(m)
+    cm = torch.compile(m, backend="ember")
+    for _ in range(2):
+        got = cm(x)
+        got.backward()
+        want = ref(x)
+        want.backward()
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(m.lin.weight.grad, ref.lin.weight.grad)
+    assert dyn()["traces"] + dyn()["replays"] >= 4
+
+
 def test_dropout_runs_on_ember_generator():
     def f(x):
         return F.dropout(x, p=0.5, training=True)
