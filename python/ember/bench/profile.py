@@ -14,6 +14,7 @@ the step's wall time; with ``trace_dir``, also each backend's Chrome trace.
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import torch
@@ -22,10 +23,17 @@ from . import backends as B
 from . import models
 
 
+def _group(name: str) -> str:
+    """Ember's kernels carry a per-program index (`ember_fused_mul_add_12`): grouped
+    without it, so one row sums the kernels of one kind."""
+    return re.sub(r"_\d+$", "", name) if name.startswith("ember_") else name
+
+
 def _top(prof, steps: int, rows: int, wall_s: float) -> list:
     agg = {}
     for e in prof.key_averages():
-        agg[e.key] = (e.self_cpu_time_total / 1e3 / steps, e.count // steps)
+        ms, n = agg.get(_group(e.key), (0.0, 0))
+        agg[_group(e.key)] = (ms + e.self_cpu_time_total / 1e3 / steps, n + e.count // steps)
     out = sorted(agg.items(), key=lambda kv: -kv[1][0])[:rows]
     step_ms = wall_s * 1e3 / steps
     return [(k, ms, n, ms / step_ms if step_ms else 0.0) for k, (ms, n) in out]
