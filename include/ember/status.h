@@ -24,6 +24,7 @@ enum class StatusCode {
   kUnimplemented,
   kResourceExhausted,
   kInternal,
+  kCancelled,  // the caller asked a running operation to stop (ExecuteOptions::cancel)
 };
 
 const char* StatusCodeName(StatusCode code);

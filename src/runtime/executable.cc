@@ -346,6 +346,15 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
   StepObserver* const observer = GetStepObserver();
   for (size_t si = 0; si < steps_.size(); ++si) {
     const Step& step = steps_[si];
+    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
+      std::string msg =
+          internal::StrCat("run ", graph_->name(), " cancelled before ", StepLabel(step, si));
+      if (!overwritten.empty()) {
+        msg += "; donated parameters already overwritten (their buffers are now invalid):";
+        for (int p : overwritten) msg += internal::StrCat(" parameter(", p, ")");
+      }
+      return Status(StatusCode::kCancelled, msg);
+    }
     Status st;
     ObservedStep observed(observer, *this, si);
     try {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -162,6 +163,33 @@ TEST(ExecutableTest, HandComputedDotPlusOne) {
   EXPECT_EQ(Values((*out)[0]->literal()), (std::vector<double>{20, 23, 44, 51}));
   EXPECT_EQ(Values((*out)[1]->literal()), (std::vector<double>{19, 22, 43, 50}));
   EXPECT_EQ(CountSteps(*exe, StepKind::kInterpret), 0) << exe->DebugString();
+}
+
+TEST(ExecutableTest, CancelFlagStopsTheRunBeforeTheNextStep) {
+  RegisterTestExterns();
+  GraphBuilder b("cancel");
+  NodeId x = b.Parameter(0, F32({2, 2}));
+  NodeId y = b.Parameter(1, F32({2, 2}));
+  NodeId d = b.DotGeneral(x, y, DotDims{{}, {}, {1}, {0}});
+  NodeId r = b.CustomCall("test.add-one", {d}, F32({2, 2}));
+  b.SetOutputs({r});
+  Graph g = BuildOrDie(b);
+  auto exe = Compile(g);
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  std::atomic<bool> cancel{false};
+  ExecuteOptions opts;
+  opts.cancel = &cancel;
+  auto ok = exe->Run({FBuf({2, 2}, {1, 2, 3, 4}), FBuf({2, 2}, {5, 6, 7, 8})}, opts);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(Values((*ok)[0]->literal()), (std::vector<double>{20, 23, 44, 51}));
+  cancel = true;
+  BufferRef a = FBuf({2, 2}, {1, 2, 3, 4});
+  auto stopped = exe->Run({a, FBuf({2, 2}, {5, 6, 7, 8})}, opts);
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().code(), StatusCode::kCancelled);
+  EXPECT_NE(stopped.status().message().find("cancelled before step 0"), std::string::npos)
+      << stopped.status().message();
+  EXPECT_EQ(Values(a->literal()), (std::vector<double>{1, 2, 3, 4}));
 }
 
 TEST(ExecutableTest, CompileOptionExternsArePrivateToThatCompilation) {

@@ -52,6 +52,7 @@
 // from several threads at once.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -159,6 +160,11 @@ struct ExecuteOptions {
   // overwrite it in place when the alias map pairs an output with p. Shorter
   // than the parameter list (or empty) means "not donated" for the rest.
   std::vector<bool> donated;
+  // When set, Run checks it before every step and stops with a Cancelled status once it
+  // is true (a KeyboardInterrupt in the torch bridge). Donated parameters are written
+  // only after every computing step, so a cancelled run leaves its arguments intact
+  // unless it stopped among those final copies (the error then names them).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class Executable {
