@@ -66,10 +66,23 @@ from . import _hooks  # noqa: E402,F401  (optimizer-step sync)
 from . import serialization as _serialization  # noqa: E402
 from . import _storage  # noqa: E402
 from . import dynamo  # noqa: E402  (torch.compile(backend="ember"))
+from . import _post_import  # noqa: E402
 
 _serialization.install()
 _storage.install()
 dynamo.install()
+
+
+def _register_lightning():
+    """``Trainer(accelerator="ember")``: ember.lightning registers the accelerator in
+    Lightning's registry, right after ``lightning.pytorch`` is imported."""
+    try:
+        import ember.lightning  # noqa: F401
+    except Exception as e:  # a Lightning release ember does not know: say so, never break it
+        _warnings.warn(f"ember: the Lightning accelerator was not registered: {e}", RuntimeWarning)
+
+
+_post_import.when_imported("lightning.pytorch", _register_lightning)
 
 
 def device(index: int = 0) -> _torch.device:

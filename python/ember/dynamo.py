@@ -38,13 +38,9 @@ Unsupported: tensors on other devices (CUDA, meta) and tensor subclasses as inpu
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
-import sys
-
 import torch
 
-from . import _C
+from . import _C, _post_import
 
 __all__ = [
     "ember_backend",
@@ -299,30 +295,6 @@ def register() -> None:
 _REGISTRY = "torch._dynamo.backends.registry"
 
 
-class _RegisterAfterImport(importlib.abc.MetaPathFinder):
-    """Registers the backend right after Dynamo's backend registry is first imported
-    (a post-import hook), so ``import ember`` does not pay for importing Dynamo."""
-
-    def find_spec(self, name, path, target=None):
-        if name != _REGISTRY:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_and_register(module):
-            exec_module(module)
-            register()
-
-        spec.loader.exec_module = exec_and_register
-        return spec
-
-
 def install() -> None:
     """``import ember`` calls this: register now if Dynamo is loaded, else on its import."""
-    if _REGISTRY in sys.modules:
-        register()
-    elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterAfterImport())
+    _post_import.when_imported(_REGISTRY, register)
