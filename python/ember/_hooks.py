@@ -1,9 +1,12 @@
 """Training-loop hooks: sync after optimizer.step() (ember.config.sync_on_optimizer_step),
 sync between accumulated backward passes (ember.config.sync_on_accumulate), and
-module.to("ember") keeping tied parameters tied."""
+module.to("ember") keeping each parameter the same object (so an optimizer built before
+the move trains the moved model, as with CUDA) and tied parameters tied."""
 
 import functools
+import itertools
 import threading
+import weakref
 
 import torch
 
@@ -101,12 +104,19 @@ def _grad(outputs, *args, **kwargs):
 torch.autograd.grad = _grad
 
 
-# ---- module.to("ember") keeps tied parameters tied --------------------------------
-# Module._apply replaces a parameter by a new Parameter when the converted tensor cannot
-# be shallow-copied into the old one (always so for ember: its tensors are
-# functionalization wrappers). A parameter shared by two modules (tied embeddings) would
-# then become two. Eager CUDA keeps it (set_data path); so do we: after the outermost
-# _apply, every place that held one parameter holds the same new one.
+# ---- module.to("ember") keeps parameters (and ties) --------------------------------
+# Module._apply keeps a parameter's identity through a conversion only when the converted
+# tensor can be shallow-copied into the old one (CPU <-> CUDA: the set_data path); an
+# ember tensor (a functionalization wrapper) cannot, so torch would make a new Parameter
+# per parameter. Code that builds the optimizer before moving the model (accelerate's
+# `accelerator.prepare(model, optimizer)`, which re-points the optimizer only for XLA)
+# would then step the stale CPU parameters and never train the model. For a conversion
+# to, from or on ember, the outermost _apply therefore turns on torch's own alternative,
+# swapping the converted tensor into the existing Parameter object
+# (torch.__future__.set_swap_module_params_on_conversion; torch.utils.swap_tensors),
+# provided every parameter can be swapped (no weakrefs, no other reference to its
+# tensor); otherwise it falls back to new Parameters. Either way, every place that held
+# one parameter holds one parameter after (tied embeddings stay tied).
 _apply_depth = threading.local()
 _orig_apply = torch.nn.Module._apply
 
@@ -120,6 +130,34 @@ def _param_sites(module):
     return sites
 
 
+def _involves_ember(module, fn) -> bool:
+    """Whether `fn` (the conversion Module._apply applies) moves the module's tensors to,
+    from or within ember: the first parameter or buffer is on ember, or an empty tensor
+    like it lands on ember."""
+    for t in itertools.chain(module.parameters(), module.buffers()):
+        if t.device.type == "ember":
+            return True
+        try:
+            with torch.no_grad():
+                probe = fn(torch.empty(0, dtype=t.dtype, device=t.device))
+        except Exception:  # noqa: BLE001 (a conversion we cannot probe: no swap)
+            return False
+        return isinstance(probe, torch.Tensor) and probe.device.type == "ember"
+    return False
+
+
+def _swappable(t) -> bool:
+    """torch.utils.swap_tensors' preconditions for a parameter or gradient."""
+    return not weakref.getweakrefs(t) and t._use_count() <= (2 if t.requires_grad else 1)
+
+
+def _can_swap_all(module) -> bool:
+    for p in module.parameters():
+        if not _swappable(p) or (p.grad is not None and not _swappable(p.grad)):
+            return False
+    return True
+
+
 def _apply(self, fn, recurse=True):
     depth = getattr(_apply_depth, "n", 0)
     if depth:
@@ -128,12 +166,21 @@ def _apply(self, fn, recurse=True):
             return _orig_apply(self, fn, recurse)
         finally:
             _apply_depth.n = depth
+    swap = (
+        not torch.__future__.get_swap_module_params_on_conversion()
+        and _involves_ember(self, fn)
+        and _can_swap_all(self)
+    )
     shared = {k: v for k, v in _param_sites(self).items() if len(v) > 1}
     _apply_depth.n = 1
+    if swap:
+        torch.__future__.set_swap_module_params_on_conversion(True)
     try:
         out = _orig_apply(self, fn, recurse)
     finally:
         _apply_depth.n = 0
+        if swap:
+            torch.__future__.set_swap_module_params_on_conversion(False)
     for sites in shared.values():
         first_mod, first_name = sites[0]
         p = first_mod._parameters[first_name]

@@ -1538,6 +1538,12 @@ template <void (*F)(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit:
 torch::CppFunction boxed() {
   return torch::CppFunction::makeFromBoxedFunction<F>();
 }
+
+// torch.tensor(data, device="ember") copies the data to the device with functionalization
+// excluded (torch/csrc/utils/tensor_new.cpp, "[torch.tensor, lift_fresh, and device
+// movement]"), so the copy comes back unwrapped, then calls lift_fresh on it, which is
+// the identity for a backend: wrap the result here, as the copy would have been.
+at::Tensor lift_fresh_kernel(const at::Tensor& self) { return maybe_wrap(self); }
 }  // namespace
 }  // namespace ember_torch
 
@@ -1546,6 +1552,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", boxed<&empty_kernel>());
   m.impl("empty_strided", boxed<&empty_strided_kernel>());
   m.impl("_to_copy", boxed<&to_copy_kernel>());
+  m.impl("lift_fresh", TORCH_FN(lift_fresh_kernel));
   m.impl("copy", boxed<&copy_kernel>());
   m.impl("copy_", boxed<&copy__kernel>());
   m.impl("_copy_from", boxed<&copy_from_kernel>());
@@ -1932,6 +1939,8 @@ void wrap_view_functionalize_kernels(torch::Library& flib) {
 }
 }  // namespace
 
+void register_fused_optimizer_functionalize(torch::Library& flib);  // fused_optimizers.cpp
+
 // Functional ops with a CompositeExplicitAutograd(NonFunctional) kernel would run that
 // composite at the PrivateUse1 key (structured ops become empty + `.out`): trace them
 // whole instead, so each stays one node with a functional schema.
@@ -1953,6 +1962,7 @@ void register_kernels() {
       flib->impl("copy_", TORCH_FN(copy_functionalize));
       flib->impl("native_batch_norm", TORCH_FN(native_batch_norm_functionalize));
       flib->impl("_to_copy", TORCH_FN(to_copy_functionalize));
+      register_fused_optimizer_functionalize(*flib);  // fused_optimizers.cpp
       wrap_view_functionalize_kernels(*flib);
       wrap_mutating_functionalize_kernels(*flib);
       static torch::Library* meta_lib = new torch::Library(
