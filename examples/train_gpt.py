@@ -17,6 +17,7 @@ Usage:
     python examples/train_gpt.py --data ../shared/data/tinyshakespeare.txt
     python examples/train_gpt.py --data FILE --device cpu --steps 600 --json out.json
     python examples/train_gpt.py --data FILE --device cpu --compile   # torch.compile (Inductor)
+    python examples/train_gpt.py --data FILE --plot loss.png  # train/validation loss curves
 
 Importing this file has no side effects: ``GPT`` and ``GPTConfig`` are the model
 (``python -m ember.bench`` builds it from here).
@@ -326,9 +327,15 @@ def peak_rss_mb() -> float:
 
 def parse_args(argv=None):
     d = GPTConfig()
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog="Text to train on: any UTF-8 file; the tests and docs use tinyshakespeare "
+        "(about 1 MB, https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
+        "tinyshakespeare/input.txt, kept in ../shared/data/ beside the checkout in CI).",
+    )
     p.add_argument("--data", required=True, help="UTF-8 text file to train on")
-    p.add_argument("--device", choices=("ember", "cpu"), default="ember")
+    p.add_argument("--device", choices=("ember", "cpu"), default="ember", help="where to train")
     p.add_argument(
         "--compile",
         action="store_true",
@@ -342,19 +349,19 @@ def parse_args(argv=None):
         help="end this run after this step (the LR schedule still spans --steps); "
         "continue later with --resume",
     )
-    p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--n-layer", type=int, default=d.n_layer)
-    p.add_argument("--n-head", type=int, default=d.n_head)
-    p.add_argument("--n-embd", type=int, default=d.n_embd)
-    p.add_argument("--block-size", type=int, default=d.block_size)
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
+    p.add_argument("--seed", type=int, default=1337, help="weights, batches and sampling")
+    p.add_argument("--dropout", type=float, default=0.1, help="dropout probability")
+    p.add_argument("--n-layer", type=int, default=d.n_layer, help="transformer blocks")
+    p.add_argument("--n-head", type=int, default=d.n_head, help="attention heads")
+    p.add_argument("--n-embd", type=int, default=d.n_embd, help="model width")
+    p.add_argument("--block-size", type=int, default=d.block_size, help="context in tokens")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="sequences per step")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
-    p.add_argument("--min-lr", type=float, default=1e-4)
+    p.add_argument("--min-lr", type=float, default=1e-4, help="learning rate at the end")
     p.add_argument(
         "--warmup", type=int, default=None, help="warmup steps (default: steps/10, <= 100)"
     )
-    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--weight-decay", type=float, default=0.1, help="AdamW, matrices only")
     p.add_argument("--grad-clip", type=float, default=1.0, help="max gradient norm; 0 disables")
     p.add_argument(
         "--eval-interval",
@@ -363,7 +370,7 @@ def parse_args(argv=None):
         help="validation loss every N steps (and at the last step); 0: only at the end",
     )
     p.add_argument("--eval-iters", type=int, default=10, help="held-out batches per validation")
-    p.add_argument("--log-interval", type=int, default=10)
+    p.add_argument("--log-interval", type=int, default=10, help="print the loss every N steps")
     p.add_argument(
         "--checkpoint", default=None, help="save model/optimizer state here at each validation"
     )
@@ -371,11 +378,14 @@ def parse_args(argv=None):
     p.add_argument(
         "--sample-chars", type=int, default=200, help="characters to sample at the end (0: none)"
     )
-    p.add_argument("--prompt", default="\n")
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--prompt", default="\n", help="text the sample starts from")
+    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
+    p.add_argument("--top-k", type=int, default=None, help="sample from the k likeliest")
     p.add_argument(
         "--json", default=None, help="write losses, step times, graphs compiled, peak RSS here"
+    )
+    p.add_argument(
+        "--plot", default=None, help="draw the train and validation loss curves into this PNG"
     )
     args = p.parse_args(argv)
     if args.compile and args.device != "cpu":
@@ -412,6 +422,33 @@ def write_json(path, history, args) -> dict:
         with open(path, "w") as f:
             json.dump(result, f, indent=1)
     return result
+
+
+def plot_losses(path, history, title=""):
+    """Writes a PNG of the training loss at every step and the validation loss at the
+    steps it was measured (history as train() keeps it, resumed runs included), with
+    matplotlib's Agg renderer (no display, no global backend change). Returns the
+    matplotlib Figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    train_loss = history["train_loss"]
+    ax.plot(range(1, len(train_loss) + 1), train_loss, color="C0", lw=1, label="train loss")
+    ax.plot(
+        history["val_steps"], history["val_loss"], "o-", color="C1", lw=2, label="validation loss"
+    )
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats per character)")
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    return fig
 
 
 def train(args) -> dict:
@@ -551,6 +588,9 @@ def train(args) -> dict:
         print("----------------")
 
     result = write_json(args.json, history, args)
+    if args.plot:
+        plot_losses(args.plot, history, f"char-GPT on {os.path.basename(args.data)}, {args.device}")
+        print(f"wrote {args.plot}")
     secs = sorted(history["step_seconds"][1:] or history["step_seconds"])
     if secs:
         print(
