@@ -74,7 +74,7 @@ int64_t max_memory_allocated();
 void reset_peak_memory_stats();
 bool is_device_buffer(const at::Tensor& t);  // storage from device_allocator() or a runtime buffer
 bool is_runtime_buffer(
-    const at::Tensor& t);  // storage is an executable's output buffer (lower.cpp)
+    const at::Tensor& t);  // storage is an executable's output buffer (binding.cpp)
 // A CPU tensor backed by the device allocator.
 at::Tensor alloc_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, at::ScalarType dtype,
                         int64_t storage_offset = 0);
@@ -168,7 +168,8 @@ std::mutex& state_mutex();
 StatePtr new_state();
 std::vector<std::pair<StatePtr, Value>> pending_states();  // creation order
 int64_t pending_op_count();
-void add_pending_ops(int64_t n);
+void add_pending_ops(int64_t n);  // n < 0: reset to 0 (a sync took every pending op)
+uint64_t next_node_seq();         // trace order of a new op node (Node::seq)
 
 class LazyTensorImpl : public c10::TensorImpl {
  public:
@@ -202,9 +203,14 @@ at::Tensor unwrap(const at::Tensor& t);  // inner tensor (syncs functional updat
 Value value_of(const at::Tensor& inner);
 // Device data of an inner tensor, syncing if needed.
 at::Tensor materialize(const at::Tensor& inner);
+// Rebinds inner tensor `dst` to the current value (pending or data) and metadata of `src`.
+void assign_state(const at::Tensor& dst, const at::Tensor& src);
 
 // ---------------------------------------------------------------- tracing
+// The boxed PrivateUse1 kernel of every traced op (trace.cpp): records the call as a
+// Node, or runs it eagerly (eager.cpp). Throws the user's error at the user's line.
 void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
+// Registers the kernels that need the dispatcher fully loaded (kernels.cpp); idempotent.
 void register_kernels();
 
 // ---------------------------------------------------------------- sync
@@ -218,7 +224,7 @@ struct Config {
   std::atomic<int> backend{0};
 };
 Config& config();
-int backend_from_env();  // $EMBER_BACKEND: cpu (default), interpreter, aten (lower.cpp)
+int backend_from_env();  // $EMBER_BACKEND: cpu (default), interpreter, aten (backend.cpp)
 
 void sync(const std::string& reason);
 void maybe_sync_early();

@@ -5,6 +5,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "donation.h"
+#include "graph_cache.h"
+
 namespace ember_torch {
 namespace {
 

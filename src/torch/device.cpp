@@ -1,4 +1,5 @@
-// Device registration: allocator (counted host memory), generator, guard, hooks.
+// Device registration: allocator (counted host memory), generator, guard, hooks; the
+// process-wide settings (Config), Python hooks and metrics.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -13,6 +14,25 @@
 #include "ember/runtime/buffer.h"
 
 namespace ember_torch {
+
+// ---------------------------------------------------------------- settings, hooks
+std::function<std::string()> g_source_hook;
+std::function<void(const std::string&)> g_warn_hook;
+std::function<void(const std::string&, const std::string&)> g_log_hook;
+
+Config& config() {
+  static Config* c = [] {
+    auto* cfg = new Config();
+    cfg->backend = backend_from_env();
+    return cfg;
+  }();
+  return *c;
+}
+
+std::string current_source() {
+  if (!config().record_source.load() || !g_source_hook) return "";
+  return g_source_hook();
+}
 
 // ---------------------------------------------------------------- metrics
 Metrics& metrics() {

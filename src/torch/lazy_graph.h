@@ -1,11 +1,11 @@
-// The pending lazy graph of one sync and the ATen step that runs one lazy node
-// through ATen's CPU kernel. Shared by the `aten` backend (sync.cpp: one step per
-// node) and the lowered backends (lower.cpp: a step inside a custom-call kernel).
+// The pending lazy graph of one sync (docs/architecture.md, "Sync"): the pending values
+// of all live tensors (roots) and every node they depend on, in trace order, with its
+// canonical token list and structural hash (the graph cache's key). Built here, read by
+// the graph cache (graph_cache.h), the aten backend (aten_step.h) and the lowerer
+// (lower.h).
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -14,8 +14,6 @@
 
 namespace ember_torch {
 
-// One sync's graph: the pending values of all live tensors (roots) and every node
-// they depend on, in topological order, with a canonical token list (the cache key).
 struct LazyGraph {
   std::vector<Node*> ops;                           // op nodes, topological order
   std::vector<at::Tensor> inputs;                   // tensor inputs (data, host), slot order
@@ -29,6 +27,8 @@ struct LazyGraph {
   uint64_t hash = 0;
 };
 
+// Builds `g` (empty on entry) from the roots: an iterative post-order walk, ops in trace
+// order (Node::seq), data leaves deduplicated by buffer, then the tokens and their hash.
 void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, LazyGraph& g);
 inline int slot_of(const LazyGraph& g, const Value& v) {
   return g.first_slot.at(v.node.get()) + v.index;
@@ -36,51 +36,13 @@ inline int slot_of(const LazyGraph& g, const Value& v) {
 // Kind tag of a scalar IValue: 1 double, 2 int, 3 bool, 4 complex, 5 other.
 int64_t scalar_tag(const c10::IValue& v);
 
-// One lazy op node as a boxed ATen call. `refs` index tensors (kTensor*: -1 for None)
-// and scalars (kScalar*, kGenerator: (seed, offset) at refs[0], refs[0] + 1) in
-// whatever numbering the runner's accessors use.
-struct AtenStep {
-  explicit AtenStep(c10::OperatorHandle o) : op(std::move(o)) {}
-  c10::OperatorHandle op;
-  std::optional<c10::OperatorHandle> out_op;  // `.out` overload writing into our buffers
-  std::vector<c10::IValue> args;              // template
-  std::vector<ArgKind> kinds;
-  std::vector<std::vector<int>> refs;
-  std::vector<int> written;
-  std::vector<int> out_slots;  // aten backend: slot per output
-  std::vector<TensorMeta> out_metas;
-  std::vector<bool> out_view;
-  int seed_idx = -1;         // seeded_default: (seed, offset) scalars
-  std::vector<int> release;  // aten backend: slots whose last use is this step
-  std::string name;          // "aten::add.Tensor"
-};
+// Whether root value `v` depends on op node `bad`.
+bool depends_on(const Value& v, const Node* bad);
 
-// The step for `n` with refs numbered by `tensor_ref(operand index)` and scalars
-// numbered consecutively from `*next_scalar` (advanced).
-AtenStep make_aten_step(const Node& n, const std::function<int(int)>& tensor_ref, int* next_scalar);
-
-struct AtenStepIO {
-  std::function<at::Tensor(int)> tensor;   // ref -> tensor (never called with -1)
-  std::function<c10::IValue(int)> scalar;  // ref -> scalar value
-  // Output k: a preallocated tensor to write into (exact sizes, row-major), or
-  // undefined for "allocate"; may be null.
-  std::function<at::Tensor(size_t)> out_buffer;
-};
-
-// Runs the step. Returns one tensor per output, laid out as out_metas (copies counted
-// in *copies), or exactly `out_buffer(k)` when it was written in place. Throws the
-// op's exception.
-std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, int64_t* copies);
-
-// Rethrows `e` (keeping IndexError / ValueError / TypeError, else c10::Error) with a
-// message naming the op, its operand dtypes and shapes, and the traced source line.
-[[noreturn]] void rethrow_at(const std::exception& e, const std::string& op_name, const Node* n);
-
-// Per input: whether its buffer may be overwritten by this sync (donated): device data
-// that no live tensor, view or other handle refers to — only the graph's own leaves.
-std::vector<bool> donatable_inputs(const LazyGraph& g);
-
-// Error text of an exception_ptr (without backtrace).
-std::string error_text(const std::exception_ptr& e);
+// "f32[2,3]": dtype and sizes, as logs and the graph text print a value.
+std::string meta_str(const TensorMeta& m);
+// The lazy IR text of `g` (ember.pending_graph(), EMBER_DEBUG_DIR dumps): one line per
+// leaf and op, with each op's traced Python line.
+std::string graph_text(const LazyGraph& g);
 
 }  // namespace ember_torch

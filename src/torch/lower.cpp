@@ -1,62 +1,26 @@
-// Lowering a lazy graph to one core graph, compiling it with the core runtime and
-// running it (see lower.h and docs/architecture.md, "Lowering").
+// The lowerer (lower.h; docs/architecture.md, "Lowering"): one lazy graph -> one core
+// graph. Each lazy op node is lowered through the LoweringTable or becomes an ATen
+// custom-call (aten_extern.h); the graph is then compiled by the core runtime.
 #include "lower.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/MemoryOverlap.h>
-#include <c10/core/ScalarType.h>
-
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
-#include <sstream>
+#include <unordered_map>
 
-#include "../ir/log.h"
+#include "aten_extern.h"
+#include "binding.h"
+#include "donation.h"
 #include "dtype_map.h"
 #include "ember/codegen/cpu.h"
-#include "ember/eval/extern_registry.h"
 #include "ember/ir/builder.h"
 #include "ember/lowering/aten.h"
-#include "ember/runtime/buffer.h"
 #include "ember/runtime/executable.h"
+#include "lowered_program.h"
 
 namespace ember_torch {
-
-const char* backend_name(int b) {
-  switch (b) {
-    case 0:
-      return "cpu";
-    case 1:
-      return "interpreter";
-    case 2:
-      return "aten";
-  }
-  return "?";
-}
-
-int parse_backend(const std::string& s) {
-  if (s == "cpu") return 0;
-  if (s == "interpreter") return 1;
-  if (s == "aten") return 2;
-  return -1;
-}
-
-int backend_from_env() {
-  // Default: cpu (lowered, fused, native kernels; docs/architecture.md, "Lowering").
-  const char* e = std::getenv("EMBER_BACKEND");
-  if (!e || !*e) return 0;
-  int b = parse_backend(e);
-  if (b < 0) {
-    std::fprintf(stderr,
-                 "ember: EMBER_BACKEND=%s is not one of cpu, interpreter, aten; using cpu\n", e);
-    return 0;
-  }
-  return b;
-}
-
 namespace {
 
 bool log_lowering() {
@@ -69,219 +33,6 @@ bool log_lowering() {
 
 void log_line(const std::string& s) {
   if (log_lowering()) std::fprintf(stderr, "ember[lowering]: %s\n", s.c_str());
-}
-
-// ---------------------------------------------------------------- layouts
-// Whether a tensor of `sizes` with `strides` is laid out densely row-major (strides of
-// size-1 dimensions do not matter).
-bool row_major(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
-  int64_t expect = 1;
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
-    if (sizes[d] == 0) return true;
-    if (sizes[d] != 1 && strides[d] != expect) return false;
-    expect *= sizes[d];
-  }
-  return true;
-}
-
-bool row_major(const at::Tensor& t) { return row_major(t.sizes().vec(), t.strides().vec()); }
-
-// When `t` is not row-major but its elements are a dense row-major block in another
-// dimension order (e.g. `w.t()`, a permuted contiguous tensor): that order, outermost
-// first (`order[j]` = the logical dimension stored j-th). Empty otherwise.
-std::vector<int64_t> dense_permutation(const at::Tensor& t) {
-  const int64_t r = t.dim();
-  if (r < 2 || t.numel() == 0 || row_major(t)) return {};
-  std::vector<int64_t> order(r);
-  for (int64_t d = 0; d < r; ++d) order[d] = d;
-  auto sizes = t.sizes();
-  auto strides = t.strides();
-  // Size-1 dimensions have no meaningful stride: they go innermost, in logical order.
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    const bool a1 = sizes[a] == 1, b1 = sizes[b] == 1;
-    if (a1 != b1) return b1;
-    return !a1 && strides[a] > strides[b];
-  });
-  std::vector<int64_t> ps(r), pst(r);
-  for (int64_t j = 0; j < r; ++j) {
-    ps[j] = sizes[order[j]];
-    pst[j] = strides[order[j]];
-  }
-  if (!row_major(ps, pst)) return {};
-  return order;
-}
-
-// ---------------------------------------------------------------- runtime buffers as tensors
-void delete_runtime_buffer(void* ctx) { delete static_cast<ember::BufferRef*>(ctx); }
-
-// A CPU tensor over `buf`'s bytes (which it keeps alive) with sizes/strides of `m`.
-at::Tensor wrap_buffer(const ember::BufferRef& buf, const TensorMeta& m) {
-  void* data = buf->data();
-  c10::DataPtr dp(data, new ember::BufferRef(buf), &delete_runtime_buffer, c10::Device(c10::kCPU));
-  c10::Storage storage(c10::Storage::use_byte_size_t(), buf->literal().size_bytes(), std::move(dp),
-                       nullptr, false);
-  at::Tensor t = at::empty({0}, at::TensorOptions().dtype(m.dtype));
-  t.set_(storage, 0, m.sizes, m.strides);
-  return t;
-}
-
-std::shared_ptr<void> keep_alive(const at::Tensor& t) {
-  return std::shared_ptr<void>(new at::Tensor(t),
-                               [](void* p) { delete static_cast<at::Tensor*>(p); });
-}
-
-// A device buffer laid out exactly as `m` holding the values of `src` (same sizes).
-// Broadcast (stride-0) dimensions take the first element along them; a layout whose
-// elements still overlap cannot be written and gets a dense copy instead.
-at::Tensor relayout(const at::Tensor& src, const TensorMeta& m) {
-  at::Tensor r = alloc_buffer(m.sizes, m.strides, m.dtype, m.offset);
-  at::Tensor s = src, d = r;
-  for (int64_t i = 0; i < static_cast<int64_t>(m.sizes.size()); ++i) {
-    if (m.strides[i] == 0 && m.sizes[i] > 1) {
-      s = s.narrow(i, 0, 1);
-      d = d.narrow(i, 0, 1);
-    }
-  }
-  if (at::has_internal_overlap(d) == at::MemOverlap::Yes) {
-    at::Tensor dense = alloc_buffer(m.sizes, c10::contiguous_strides(m.sizes), m.dtype, 0);
-    dense.copy_(src);
-    return dense;
-  }
-  d.copy_(s);
-  return r;
-}
-
-std::atomic<int64_t> g_relayout_copies{0};
-std::atomic<int64_t> g_extern_copies{0};
-
-// ---------------------------------------------------------------- extern errors
-// The exception an ATen custom-call raised in the current run (syncs are serialized).
-struct ExternError {
-  std::mutex mu;
-  std::exception_ptr error;
-  int op = -1;
-};
-ExternError& extern_error() {
-  static ExternError* e = new ExternError();
-  return *e;
-}
-
-// ---------------------------------------------------------------- scalars
-// Scalar parameter kinds: 1 double (f64), 2 int (s64), 3 bool (pred), 4 complex (c128),
-// 6 an rng seed or offset (u64).
-constexpr int kRngTag = 6;
-
-std::optional<ember::DType> scalar_dtype(int tag) {
-  switch (tag) {
-    case 1:
-      return ember::DType::kF64;
-    case 2:
-      return ember::DType::kS64;
-    case 3:
-      return ember::DType::kPred;
-    case 4:
-      return ember::DType::kC128;
-    case kRngTag:
-      return ember::DType::kU64;
-  }
-  return std::nullopt;
-}
-
-ember::Literal scalar_literal(const c10::IValue& v, int tag) {
-  switch (tag) {
-    case 1:
-      return ember::Literal::ScalarDouble(ember::DType::kF64, v.toDouble());
-    case 2:
-      return ember::Literal::ScalarInt(ember::DType::kS64, v.toInt());
-    case 3:
-      return ember::Literal::ScalarInt(ember::DType::kPred, v.toBool() ? 1 : 0);
-    case 4: {
-      ember::Literal lit(ember::Shape(ember::DType::kC128, {}));
-      auto c = v.toComplexDouble();
-      double parts[2] = {c.real(), c.imag()};
-      std::memcpy(lit.data(), parts, sizeof(parts));
-      return lit;
-    }
-    default:
-      return ember::Literal::ScalarInt(ember::DType::kU64, v.toInt());
-  }
-}
-
-c10::IValue scalar_ivalue(const ember::Literal& lit, int tag) {
-  switch (tag) {
-    case 1:
-      return c10::IValue(lit.GetDouble(0));
-    case 2:
-      return c10::IValue(lit.GetInt(0));
-    case 3:
-      return c10::IValue(lit.GetInt(0) != 0);
-    case 4:
-      return c10::IValue(c10::complex<double>(lit.GetComplex(0).real(), lit.GetComplex(0).imag()));
-    default:
-      return c10::IValue(lit.GetInt(0));
-  }
-}
-
-// ---------------------------------------------------------------- ATen custom-calls
-struct ExternState {
-  explicit ExternState(AtenStep s) : step(std::move(s)) {}
-  AtenStep step;                          // tensor refs: operand index; scalar refs: local index
-  int op_index = -1;                      // in LazyGraph::ops
-  std::vector<TensorMeta> operand_metas;  // recorded layout of each tensor operand
-  int num_tensors = 0;                    // custom-call operands [0, n) are tensors
-  std::vector<int> scalar_tags;           // per local scalar (operand num_tensors + j)
-};
-
-ember::Status run_extern(const ExternState& es, ember::ExternCall& call) {
-  try {
-    AtenStepIO io;
-    io.tensor = [&](int o) -> at::Tensor {
-      const ember::Literal* in = call.inputs[o];
-      const TensorMeta& m = es.operand_metas[o];
-      at::Tensor t =
-          at::from_blob(const_cast<void*>(in->data()), m.sizes, at::TensorOptions().dtype(m.dtype));
-      if (m.offset == 0 && row_major(m.sizes, m.strides)) {
-        if (m.strides != t.strides().vec()) t = t.as_strided(m.sizes, m.strides);
-        return t;
-      }
-      // Eager had another layout (transposed, expanded, offset): give the op exactly
-      // that, in case it reads strides (as_strided and friends).
-      g_relayout_copies++;
-      return relayout(t, m);
-    };
-    io.scalar = [&](int j) -> c10::IValue {
-      return scalar_ivalue(*call.inputs[es.num_tensors + j], es.scalar_tags[j]);
-    };
-    io.out_buffer = [&](size_t k) -> at::Tensor {
-      const TensorMeta& m = es.step.out_metas[k];
-      if (m.offset != 0 || !row_major(m.sizes, m.strides)) return at::Tensor();
-      return at::from_blob(call.outputs[k]->data(), m.sizes, m.strides,
-                           at::TensorOptions().dtype(m.dtype));
-    };
-    int64_t copies = 0;
-    std::vector<at::Tensor> results = run_aten_step(es.step, io, &copies);
-    for (size_t k = 0; k < results.size(); ++k) {
-      const TensorMeta& m = es.step.out_metas[k];
-      void* dst = call.outputs[k]->data();
-      if (results[k].numel() == 0 || results[k].data_ptr() == dst) continue;
-      at::from_blob(dst, m.sizes, at::TensorOptions().dtype(m.dtype)).copy_(results[k]);
-      g_extern_copies++;
-    }
-    return ember::OkStatus();
-  } catch (const std::exception& e) {
-    auto& ee = extern_error();
-    std::lock_guard<std::mutex> l(ee.mu);
-    if (!ee.error) {
-      ee.error = std::current_exception();
-      ee.op = es.op_index;
-    }
-    std::string msg = es.step.name + ": ";
-    if (auto* ce = dynamic_cast<const c10::Error*>(&e))
-      msg += ce->what_without_backtrace();
-    else
-      msg += e.what();
-    return ember::Status(ember::StatusCode::kInternal, msg);
-  }
 }
 
 // ---------------------------------------------------------------- argument conversion
@@ -349,31 +100,6 @@ L::Arg plain_arg(const c10::IValue& v, const c10::Argument& schema_arg) {
 std::string shape_str(const ember::Shape& s) { return s.ToString(); }
 
 }  // namespace
-
-// ---------------------------------------------------------------- the program
-struct ParamSrc {
-  enum Kind : uint8_t { kInput, kScalar } kind = kInput;
-  int index = 0;  // g.inputs / g.scalars
-  int tag = 0;    // scalar kind (kScalar)
-  // kInput: the tensor is a dense permutation of a row-major layout (a transposed
-  // weight): the parameter is that row-major layout, borrowed as is, and a transpose
-  // node gives the graph the logical order (see dense_permutation).
-  bool permuted = false;
-};
-
-struct LoweredProgram {
-  Backend backend = Backend::kCpu;
-  std::shared_ptr<ember::Executable> exe;
-  std::vector<ParamSrc> params;
-  std::vector<ember::Shape> param_shapes;
-  std::vector<TensorMeta> output_metas;  // per root: eager's layout of the result
-  // Per root: eager returns a view (detach, reshape, ...): when the executable hands
-  // out one buffer for several roots, a view shares the first root's storage and any
-  // other root gets its own copy (as eager's clone does).
-  std::vector<bool> output_views;
-  GraphStats stats;
-  std::vector<std::shared_ptr<ExternState>> externs;  // kept alive with the executable
-};
 
 const GraphStats& program_stats(const LoweredProgram& p) { return p.stats; }
 
@@ -685,20 +411,7 @@ struct Lowerer {
   }
 };
 
-std::mutex g_last_mu;
-GraphStats g_last;
-
 }  // namespace
-
-void set_last_graph(const GraphStats& s) {
-  std::lock_guard<std::mutex> l(g_last_mu);
-  g_last = s;
-}
-
-GraphStats last_graph() {
-  std::lock_guard<std::mutex> l(g_last_mu);
-  return g_last;
-}
 
 std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
                                             std::string* error) {
@@ -740,64 +453,15 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
     output_views.push_back(k < static_cast<int>(n->output_is_view.size()) && n->output_is_view[k]);
   }
   lw.b.SetOutputs(outputs);
-  // Donation (issue 4): pair each tensor input with an output the runtime may write
-  // into the input's buffer when the sync donates the input (no live tensor refers to
-  // it). First the input's own new value: the root reached from the input through the
-  // `self` operand of ops that functionalization substituted for in-place ones
-  // (p.add_(g) -> add(p, g); _foreach_addcdiv_(ps, ...) -> output k from ps[k]), same
-  // sizes and dtype all the way; then, for the inputs left, any unpaired output of the
-  // same shape. Only row-major outputs at offset 0 qualify.
   {
-    std::unordered_map<int, size_t> input_of_slot;
-    for (size_t i = 0; i < g.input_slots.size(); ++i) input_of_slot[g.input_slots[i]] = i;
-    auto self_input = [&](const Node* n, int k) -> int {
-      for (int depth = 0; depth < 256 && n; ++depth) {
-        if (n->kind != NodeKind::kOp) {
-          auto it = input_of_slot.find(g.first_slot.at(n));
-          return it == input_of_slot.end() || n->kind != NodeKind::kData
-                     ? -1
-                     : static_cast<int>(it->second);
-        }
-        if (n->specs.empty()) return -1;
-        const ArgSpec& self = n->specs[0];
-        int operand = -1;
-        if (self.kind == ArgKind::kTensor && k == 0 && !self.operands.empty()) {
-          operand = self.operands[0];
-        } else if ((self.kind == ArgKind::kTensorList || self.kind == ArgKind::kOptTensorList) &&
-                   k < static_cast<int>(self.operands.size())) {
-          operand = self.operands[k];
-        }
-        if (operand < 0) return -1;
-        const Value& v = n->operands[operand];
-        const TensorMeta& from = v.node->outputs[v.index];
-        if (from.sizes != n->outputs[k].sizes || from.dtype != n->outputs[k].dtype) return -1;
-        n = v.node.get();
-        k = v.index;
-      }
-      return -1;
-    };
-    std::vector<bool> paired(outputs.size(), false), input_paired(g.inputs.size(), false);
-    auto can_pair = [&](size_t o, size_t i) {
-      const TensorMeta& m = output_metas[o];
-      ember::NodeId pid = lw.slot_param.at(g.input_slots[i]);
-      return !paired[o] && !input_paired[i] && !lw.permuted_inputs.count(i) && outputs[o] != pid &&
-             m.offset == 0 && row_major(m.sizes, m.strides) &&
-             lw.b.shape(outputs[o]) == lw.b.shape(pid);
-    };
-    auto pair = [&](size_t o, size_t i) {
-      lw.b.SetAlias(static_cast<int>(o), static_cast<int>(i));  // input i is parameter i
-      paired[o] = input_paired[i] = true;
-    };
-    for (size_t o = 0; o < outputs.size(); ++o) {
-      const auto& sv = slot_value.at(g.output_slots[o]);
-      int i = self_input(sv.second, slot_index.at(g.output_slots[o]));
-      if (i >= 0 && can_pair(o, static_cast<size_t>(i))) pair(o, static_cast<size_t>(i));
+    std::vector<const Node*> output_nodes;
+    std::vector<int> output_index;
+    for (int s : g.output_slots) {
+      output_nodes.push_back(slot_value.at(s).second);
+      output_index.push_back(slot_index.at(s));
     }
-    for (size_t i = 0; i < g.inputs.size(); ++i) {
-      for (size_t o = 0; o < outputs.size() && !input_paired[i]; ++o) {
-        if (can_pair(o, i)) pair(o, i);
-      }
-    }
+    pair_donations(g, outputs, output_metas, output_nodes, output_index, lw.slot_param,
+                   lw.permuted_inputs, lw.b);
   }
   auto built = lw.b.Build();
   if (!built.ok()) {
@@ -863,279 +527,6 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
   }
   p->stats = st;
   return p;
-}
-
-thread_local RunTiming g_run_timing;
-
-LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
-                       const std::vector<bool>& donated) {
-  static const bool timed = ember::LogEnabled("sync");
-  using Clock = std::chrono::steady_clock;
-  auto us = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::micro>(b - a).count();
-  };
-  Clock::time_point t0, t1, t2;
-  if (timed) t0 = Clock::now();
-  LoweredRun out;
-  std::vector<ember::BufferRef> args;
-  std::vector<at::Tensor> arg_tensors(p.params.size());  // the tensor each input borrows
-  args.reserve(p.params.size());
-  int64_t input_copies = 0;
-  for (size_t i = 0; i < p.params.size(); ++i) {
-    const ParamSrc& src = p.params[i];
-    if (src.kind == ParamSrc::kScalar) {
-      args.push_back(ember::Buffer::FromLiteral(scalar_literal(g.scalars[src.index], src.tag)));
-      continue;
-    }
-    at::Tensor t = g.inputs[src.index];
-    if (!src.permuted && !row_major(t)) {
-      t = t.contiguous();
-      input_copies++;
-    }
-    arg_tensors[i] = t;
-    auto buf =
-        ember::Buffer::Borrow(p.param_shapes[i], t.numel() ? t.data_ptr() : nullptr, keep_alive(t));
-    if (!buf.ok()) {
-      out.error =
-          std::make_exception_ptr(c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-                                             "ember: internal error: " + buf.status().message()));
-      return out;
-    }
-    args.push_back(std::move(buf).value());
-  }
-  {
-    auto& ee = extern_error();
-    std::lock_guard<std::mutex> l(ee.mu);
-    ee.error = nullptr;
-    ee.op = -1;
-  }
-  ember::ExecuteOptions eo;
-  std::vector<int> param_of_input(g.inputs.size(), -1);
-  for (size_t i = 0; i < p.params.size(); ++i) {
-    if (p.params[i].kind == ParamSrc::kInput)
-      param_of_input[p.params[i].index] = static_cast<int>(i);
-  }
-  int64_t donated_n = 0;
-  if (!donated.empty()) {
-    eo.donated.assign(p.params.size(), false);
-    for (size_t i = 0; i < donated.size(); ++i) {
-      if (donated[i] && param_of_input[i] >= 0) {
-        eo.donated[param_of_input[i]] = true;
-        donated_n++;
-      }
-    }
-  }
-  const int64_t relayout0 = g_relayout_copies.load(), extern0 = g_extern_copies.load();
-  ember::StatusOr<std::vector<ember::BufferRef>> res =
-      ember::Status(ember::StatusCode::kInternal, "not run");
-  if (timed) t1 = Clock::now();
-  try {
-    res = p.exe->Run(args, eo);
-  } catch (const std::bad_alloc&) {
-    res = ember::Status(ember::StatusCode::kResourceExhausted, "out of memory");
-  }
-  if (timed) {
-    t2 = Clock::now();
-    g_run_timing = RunTiming{us(t0, t1), us(t1, t2), 0};
-  }
-  {
-    std::lock_guard<std::mutex> mg(metrics().mu);
-    metrics().input_copies += input_copies;
-    metrics().relayout_copies += g_relayout_copies.load() - relayout0;
-    metrics().extern_copies += g_extern_copies.load() - extern0;
-    metrics().donated_buffers += donated_n;
-    if (res.ok()) {
-      for (const auto& kv : p.stats.externs) metrics().externs[kv.first] += kv.second;
-      metrics().nodes_executed += static_cast<int64_t>(p.exe->steps().size());
-    }
-  }
-  if (!res.ok()) {
-    const ember::Status& s = res.status();
-    std::exception_ptr stashed;
-    int op = -1;
-    {
-      auto& ee = extern_error();
-      std::lock_guard<std::mutex> l(ee.mu);
-      stashed = ee.error;
-      op = ee.op;
-      ee.error = nullptr;
-    }
-    if (!stashed) {
-      // A core kernel failed: the message names the node ("gather %12: ..."); its
-      // metadata names the lazy op ("aten::gather.default #3 @ file.py:7").
-      const ember::Graph& cg = p.exe->graph();
-      const std::string& m = s.message();
-      auto op_from_meta = [](const std::string& md) -> int {
-        auto h = md.find(" #");
-        if (h == std::string::npos) return -1;
-        return std::atoi(md.c_str() + h + 2);
-      };
-      for (size_t pos = m.find('%'); pos != std::string::npos && op < 0;
-           pos = m.find('%', pos + 1)) {
-        int id = std::atoi(m.c_str() + pos + 1);
-        if (id < 0 || id >= cg.num_nodes()) continue;
-        const ember::Node& nd = cg.node(id);
-        if (out.root_failed.empty()) {
-          // The roots that depend on the failing node, by the compiled graph's edges.
-          std::vector<bool> dep(cg.num_nodes(), false);
-          for (const ember::Node& x : cg.nodes()) {
-            dep[x.id] = x.id == id;
-            for (ember::NodeId o : x.operands) dep[x.id] = dep[x.id] || dep[o];
-          }
-          for (ember::NodeId o : cg.outputs()) out.root_failed.push_back(dep[o]);
-        }
-        op = op_from_meta(nd.metadata);
-        if (op < 0 && nd.called) {
-          // A fusion: the first body node whose op the message names.
-          for (const ember::Node& inner : nd.called->nodes()) {
-            if (inner.metadata.empty()) continue;
-            if (m.find(std::string(ember::OpName(inner.op)) + " ") != std::string::npos ||
-                m.find(std::string(ember::OpName(inner.op)) + ":") != std::string::npos) {
-              op = op_from_meta(inner.metadata);
-              if (op >= 0) break;
-            }
-          }
-          if (op < 0 && !nd.called->outputs().empty()) {
-            // Otherwise the op whose value the fusion computes (its body's output).
-            op = op_from_meta(nd.called->node(nd.called->outputs()[0]).metadata);
-          }
-        }
-      }
-    }
-    out.failed_op = op;
-    const Node* n = op >= 0 && op < static_cast<int>(g.ops.size()) ? g.ops[op] : nullptr;
-    std::string name = "the compiled graph";
-    if (n) {
-      name = n->op->schema().name();
-      if (!n->op->schema().overload_name().empty()) name += "." + n->op->schema().overload_name();
-    }
-    try {
-      if (stashed) {
-        try {
-          std::rethrow_exception(stashed);
-        } catch (const std::exception& e) {
-          rethrow_at(e, name, n);
-        }
-      }
-      // Eager raises IndexError for bad indices, except in these ops (RuntimeError).
-      static const std::set<std::string> runtime_error_ops = {
-          "aten::gather",         "aten::scatter",   "aten::scatter_add",
-          "aten::scatter_reduce", "aten::index_add", "aten::index_reduce"};
-      if (s.code() == ember::StatusCode::kOutOfRange &&
-          !(n && runtime_error_ops.count(n->op->schema().name()))) {
-        c10::IndexError ie({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, s.message());
-        rethrow_at(ie, name, n);
-      }
-      if (s.code() == ember::StatusCode::kResourceExhausted) {
-        throw c10::OutOfMemoryError(
-            {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-            "ember: out of memory while running " + name +
-                (n && !n->source.empty() ? " (traced at " + n->source + ")" : "") + ": " +
-                s.message());
-      }
-      std::string msg = s.message();
-      if (msg.find("donated parameters already overwritten") != std::string::npos) {
-        msg +=
-            " [ember: those parameters are inputs whose device buffers no live tensor "
-            "referenced (donated for an in-place update); every tensor you hold is intact]";
-      }
-      c10::Error ce({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, msg);
-      rethrow_at(ce, name, n);
-    } catch (...) {
-      out.error = std::current_exception();
-    }
-    return out;
-  }
-  // Bind: exactly eager's sizes / strides / offset.
-  int64_t out_copies = 0;
-  // One buffer returned for several roots (one core value: detach, clone, values CSE
-  // merged): only one tensor storage may wrap it. Two storages over one buffer would
-  // each look unreferenced to a later sync, which could then donate one and so
-  // overwrite the other's values. A view root shares the storage of the root that
-  // wraps the buffer (as eager's view shares its base's); any other root is copied.
-  std::unordered_map<const ember::Buffer*, size_t> wrapped_by;  // buffer -> root wrapping it
-  for (size_t i = 0; i < res->size(); ++i) {
-    const ember::BufferRef& buf = (*res)[i];
-    const TensorMeta* m = &p.output_metas[i];
-    bool borrowed = buf->literal().is_borrowed();
-    auto w = wrapped_by.find(buf.get());
-    if (w != wrapped_by.end()) {
-      const at::Tensor& base = out.outputs[w->second];
-      if (p.output_views[i] && m->offset == 0 && row_major(m->sizes, m->strides) &&
-          base.scalar_type() == m->dtype) {
-        at::Tensor t = at::empty({0}, at::TensorOptions().dtype(m->dtype));
-        t.set_(base.storage(), 0, m->sizes, m->strides);
-        out.outputs.push_back(t);
-      } else {
-        TensorMeta dense = *m;
-        {
-          auto cs = c10::contiguous_strides(m->sizes);
-          dense.strides.assign(cs.begin(), cs.end());
-        }
-        dense.offset = 0;
-        out_copies++;
-        out.outputs.push_back(relayout(wrap_buffer(buf, dense), *m));
-      }
-      continue;
-    }
-    bool donated_out = false;
-    if (borrowed && !donated.empty()) {
-      for (size_t a = 0; a < args.size(); ++a)
-        donated_out |= args[a] == buf && eo.donated.size() > a && eo.donated[a];
-    }
-    if (m->offset == 0 && row_major(m->sizes, m->strides) && (!borrowed || donated_out)) {
-      if (borrowed) {
-        // A donated input written in place: its tensor is the result.
-        for (size_t a = 0; a < args.size(); ++a) {
-          if (args[a] == buf && arg_tensors[a].defined()) {
-            const at::Tensor& t = arg_tensors[a];
-            out.outputs.push_back(t.as_strided(m->sizes, m->strides, t.storage_offset()));
-            break;
-          }
-        }
-      } else {
-        out.outputs.push_back(wrap_buffer(buf, *m));
-        wrapped_by[buf.get()] = i;
-      }
-      continue;
-    }
-    TensorMeta dense = *m;
-    {
-      auto cs = c10::contiguous_strides(m->sizes);
-      dense.strides.assign(cs.begin(), cs.end());
-    }
-    dense.offset = 0;
-    at::Tensor src = wrap_buffer(buf, dense);
-    out_copies++;
-    out.outputs.push_back(relayout(src, *m));
-  }
-  if (out_copies) {
-    std::lock_guard<std::mutex> mg(metrics().mu);
-    metrics().output_copies += out_copies;
-  }
-  if (timed) g_run_timing.outputs_us = us(t2, Clock::now());
-  return out;
-}
-
-std::atomic<bool>& donate_buffers() {
-  static std::atomic<bool> on{true};
-  return on;
-}
-
-void register_aten_externs() {
-  register_aten_dot_general();
-  install_profiler_events();
-  // Native kernels split their loops on ATen's intra-op pool (OpenMP in torch's CPU
-  // wheels, torch.set_num_threads threads): the pool ATen externs, eager ops and
-  // Inductor's kernels use. With the runtime's own pool beside it, two pools share the
-  // cores: after each ATen op OpenMP's workers spin-wait for more work while ember's
-  // workers need the cores, and the kernel's second half waits on a descheduled thread
-  // (docs/performance.md, "Memory-bound kernels in the bridge").
-  use_aten_parallel_for();
-}
-
-bool is_runtime_buffer(const at::Tensor& t) {
-  return t.has_storage() && t.storage().data_ptr().get_deleter() == &delete_runtime_buffer;
 }
 
 }  // namespace ember_torch

@@ -1,5 +1,6 @@
 // Lowering a lazy graph to one core IR graph and running it through the core runtime
-// (docs/architecture.md, "Lowering").
+// (docs/architecture.md, "Lowering"). The lowerer is lower.cpp; the ATen custom-calls
+// aten_extern.cpp; binding a run's inputs and outputs binding.cpp; donation donation.cpp.
 //
 // On a graph-cache miss, every lazy op node becomes an ember::lowering::AtenCall and
 // is lowered through the LoweringTable; a node the table does not lower (no entry, a
@@ -16,34 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "backend.h"
+#include "graph_stats.h"
 #include "lazy_graph.h"
 
 namespace ember_torch {
-
-enum class Backend : int { kCpu = 0, kInterpreter = 1, kAten = 2 };
-const char* backend_name(int b);
-int parse_backend(const std::string& s);  // -1 if unknown
-
-// Per compiled graph figures (ember.metrics.last_graph()).
-struct GraphStats {
-  std::string backend;
-  int64_t lazy_ops = 0;      // lazy op nodes in the graph
-  int64_t lowered_ops = 0;   // lowered into core ops
-  int64_t extern_ops = 0;    // run as ATen custom-calls
-  int64_t kernels = 0;       // native kernel steps
-  int64_t interpreted = 0;   // interpreter steps
-  int64_t extern_steps = 0;  // extern steps (ATen custom-calls + core externs)
-  int64_t copy_steps = 0;    // runtime copy steps (donation copies, snapshots)
-  // Per native kernel step, in run order: the core ops it computes (a fusion's body
-  // ops, parameters excluded; 1 for an unfused op), so fused chains are visible.
-  std::vector<int64_t> kernel_ops;
-  int64_t core_nodes = 0;                       // nodes of the optimized core graph
-  int64_t parameters = 0;                       // core graph parameters (tensors + scalars + rng)
-  std::map<std::string, int64_t> externs;       // ATen op -> custom-call steps
-  std::map<std::string, int64_t> core_externs;  // "ember.dot-general" -> steps
-  std::map<std::string, int64_t> declined;      // ATen op -> declined calls
-  std::map<std::string, int64_t> lowering_errors;  // ATen op -> failed lowerings
-};
 
 struct LoweredProgram;
 
@@ -73,16 +51,9 @@ extern thread_local RunTiming g_run_timing;
 LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
                        const std::vector<bool>& donated);
 
-// The figures of the program the last sync ran (memory or disk cache or fresh).
-void set_last_graph(const GraphStats& s);
-GraphStats last_graph();
-
-// ember.config.donate_buffers: donate inputs no live tensor refers to (a parameter
-// updated in place) so the lowered executable writes the new value into the old buffer.
-std::atomic<bool>& donate_buffers();
-
 // Registers the ATen-backed `ember.dot-general` extern kernel (mm/bmm through ATen) and
-// makes ATen's intra-op thread pool (at::parallel_for) the runtime's parallel-for.
+// makes ATen's intra-op thread pool (at::parallel_for) the runtime's parallel-for
+// (aten_extern.cpp).
 void register_aten_externs();
 
 // Registers `ember.dot-general` as an ATen GEMM call (dot_general.cpp).

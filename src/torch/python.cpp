@@ -8,7 +8,9 @@
 
 #include "bridge.h"
 #include "capture.h"
+#include "donation.h"
 #include "dtype_map.h"
+#include "graph_cache.h"
 #include "lower.h"
 
 namespace py = pybind11;

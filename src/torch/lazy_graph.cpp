@@ -1,0 +1,323 @@
+// The lazy graph of one sync: building it, its tokens and hash, and its text
+// (lazy_graph.h).
+#include "lazy_graph.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ember_torch {
+namespace {
+
+int64_t dbits(double d) {
+  int64_t x;
+  std::memcpy(&x, &d, sizeof(x));
+  return x;
+}
+
+void hash_plain(const c10::IValue& v, std::vector<int64_t>& t) {
+  if (v.isNone()) {
+    t.push_back(1);
+    return;
+  }
+  if (v.isInt()) {
+    t.push_back(2);
+    t.push_back(v.toInt());
+    return;
+  }
+  if (v.isBool()) {
+    t.push_back(3);
+    t.push_back(v.toBool());
+    return;
+  }
+  if (v.isDouble()) {
+    t.push_back(4);
+    t.push_back(dbits(v.toDouble()));
+    return;
+  }
+  if (v.isIntList()) {
+    auto l = v.toIntVector();
+    t.push_back(6);
+    t.push_back(l.size());
+    t.insert(t.end(), l.begin(), l.end());
+    return;
+  }
+  if (v.isSymIntList()) {
+    auto l = v.toSymIntList();
+    t.push_back(6);
+    t.push_back(l.size());
+    for (size_t i = 0; i < l.size(); ++i) t.push_back(l.get(i).expect_int());
+    return;
+  }
+  if (v.isString()) {
+    t.push_back(9);
+    t.push_back(std::hash<std::string>()(v.toStringRef()));
+    return;
+  }
+  if (v.isDevice()) {
+    t.push_back(10);
+    return;
+  }
+  if (v.isList()) {
+    auto l = v.toList();
+    t.push_back(12);
+    t.push_back(l.size());
+    for (size_t i = 0; i < l.size(); ++i) hash_plain(l.get(i), t);
+    return;
+  }
+  t.push_back(13);
+  t.push_back(std::hash<std::string>()(v.tagKind()));
+}
+
+void hash_meta(const TensorMeta& m, std::vector<int64_t>& t) {
+  t.push_back(static_cast<int64_t>(m.dtype));
+  t.push_back(m.sizes.size());
+  t.insert(t.end(), m.sizes.begin(), m.sizes.end());
+  t.insert(t.end(), m.strides.begin(), m.strides.end());
+  t.push_back(m.offset);
+}
+
+uint64_t hash_tokens(const std::vector<int64_t>& v) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int64_t x : v) {
+    h ^= static_cast<uint64_t>(x);
+    h *= 1099511628211ULL;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+}  // namespace
+
+int64_t scalar_tag(const c10::IValue& v) {
+  if (v.isDouble()) return 1;
+  if (v.isInt()) return 2;
+  if (v.isBool()) return 3;
+  if (v.isComplexDouble()) return 4;
+  return 5;
+}
+
+void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, LazyGraph& g) {
+  std::unordered_map<const c10::TensorImpl*, int> data_slots;
+  std::unordered_set<const Node*> visited;
+  // Iterative post-order DFS.
+  std::vector<std::pair<Node*, size_t>> work;
+  auto& t = g.tokens;
+  auto visit_leaf = [&](Node* n) {
+    if (n->kind == NodeKind::kData) {
+      auto* key = n->data.unsafeGetTensorImpl();
+      auto it = data_slots.find(key);
+      if (it != data_slots.end()) {
+        g.first_slot[n] = it->second;
+        for (size_t i = 0; i < g.input_slots.size(); ++i) {
+          if (g.input_slots[i] == it->second) g.input_nodes[i]++;
+        }
+        return;
+      }
+      int s = g.num_slots++;
+      data_slots[key] = s;
+      g.first_slot[n] = s;
+      g.inputs.push_back(n->data);
+      g.input_slots.push_back(s);
+      g.input_nodes.push_back(1);
+      t.push_back(-1);
+      hash_meta(n->outputs[0], t);
+    } else {
+      int s = g.num_slots++;
+      g.first_slot[n] = s;
+      g.inputs.push_back(n->data);
+      g.input_slots.push_back(s);
+      g.input_nodes.push_back(0);  // host snapshot: never donated
+      t.push_back(-2);
+      hash_meta(n->outputs[0], t);
+      t.push_back(n->data.unsafeGetTensorImpl()->is_wrapped_number());
+    }
+  };
+  auto emit_op = [&](Node* n) {
+    g.first_slot[n] = g.num_slots;
+    g.num_slots += static_cast<int>(n->outputs.size());
+    g.ops.push_back(n);
+    t.push_back(-3);
+    t.push_back(static_cast<int64_t>(std::hash<std::string>()(n->op->schema().name())));
+    t.push_back(static_cast<int64_t>(std::hash<std::string>()(n->op->schema().overload_name())));
+    for (size_t i = 0; i < n->specs.size(); ++i) {
+      const auto& sp = n->specs[i];
+      t.push_back(100 + static_cast<int>(sp.kind));
+      switch (sp.kind) {
+        case ArgKind::kPlain:
+          hash_plain(n->args[i], t);
+          break;
+        case ArgKind::kTensor:
+        case ArgKind::kTensorList:
+        case ArgKind::kOptTensorList:
+          t.push_back(sp.operands.size());
+          for (int o : sp.operands) t.push_back(o < 0 ? -1 : slot_of(g, n->operands[o]));
+          break;
+        case ArgKind::kScalar:
+          t.push_back(scalar_tag(n->args[i]));
+          g.scalars.push_back(n->args[i]);
+          break;
+        case ArgKind::kScalarList: {
+          auto l = n->args[i].toList();
+          t.push_back(l.size());
+          for (size_t j = 0; j < l.size(); ++j) {
+            t.push_back(scalar_tag(l.get(j)));
+            g.scalars.push_back(l.get(j));
+          }
+          break;
+        }
+        case ArgKind::kGenerator:
+          g.scalars.emplace_back(static_cast<int64_t>(n->rng_seed));
+          g.scalars.emplace_back(static_cast<int64_t>(n->rng_offset));
+          break;
+        case ArgKind::kDevice:
+          break;
+      }
+    }
+    if (n->seeded_default) {
+      t.push_back(-7);
+      g.scalars.emplace_back(static_cast<int64_t>(n->rng_seed));
+      g.scalars.emplace_back(static_cast<int64_t>(n->rng_offset));
+    }
+    for (const auto& m : n->outputs) hash_meta(m, t);
+  };
+  // Every op reachable from the roots (iterative post-order DFS) is emitted in program
+  // order (the trace sequence): running steps in the order the program traced them
+  // keeps what is live at each step what eager would hold (micro-batch k's activations
+  // are dead before micro-batch k+1's forward runs), where the DFS order from the roots
+  // can interleave independent chains. Leaves take slots at their first use.
+  std::vector<Node*> ops;
+  for (const auto& r : roots) {
+    Node* root = r.second.node.get();
+    if (visited.count(root)) continue;
+    work.emplace_back(root, 0);
+    visited.insert(root);
+    while (!work.empty()) {
+      auto& [n, i] = work.back();
+      if (n->kind != NodeKind::kOp) {
+        work.pop_back();
+        continue;
+      }
+      if (i < n->operands.size()) {
+        Node* c = n->operands[i].node.get();
+        ++i;
+        if (!visited.count(c)) {
+          visited.insert(c);
+          work.emplace_back(c, 0);
+        }
+        continue;
+      }
+      ops.push_back(n);
+      work.pop_back();
+    }
+  }
+  std::stable_sort(ops.begin(), ops.end(),
+                   [](const Node* a, const Node* b) { return a->seq < b->seq; });
+  std::unordered_set<const Node*> leaves;
+  auto leaf = [&](Node* n) {
+    if (n->kind != NodeKind::kOp && leaves.insert(n).second) visit_leaf(n);
+  };
+  for (Node* n : ops) {
+    for (const auto& o : n->operands) leaf(o.node.get());
+    emit_op(n);
+  }
+  for (const auto& r : roots) leaf(r.second.node.get());
+  t.push_back(-4);
+  for (const auto& r : roots) {
+    int s = slot_of(g, r.second);
+    g.output_slots.push_back(s);
+    t.push_back(s);
+  }
+  g.hash = hash_tokens(t);
+}
+
+bool depends_on(const Value& v, const Node* bad) {
+  std::vector<const Node*> work{v.node.get()};
+  std::unordered_set<const Node*> seen;
+  while (!work.empty()) {
+    const Node* n = work.back();
+    work.pop_back();
+    if (n == bad) return true;
+    if (!seen.insert(n).second) continue;
+    for (const Value& o : n->operands) work.push_back(o.node.get());
+  }
+  return false;
+}
+
+std::string meta_str(const TensorMeta& m) {
+  std::ostringstream os;
+  os << c10::toString(m.dtype) << "[";
+  for (size_t i = 0; i < m.sizes.size(); ++i) os << (i ? "," : "") << m.sizes[i];
+  os << "]";
+  return os.str();
+}
+
+std::string graph_text(const LazyGraph& g) {
+  std::ostringstream os;
+  os << "# ember lazy graph " << std::hex << g.hash << std::dec << ": " << g.ops.size() << " ops, "
+     << g.inputs.size() << " tensor inputs, " << g.scalars.size() << " scalar inputs\n";
+  std::unordered_map<const Node*, bool> printed;
+  for (const auto& kv : g.first_slot) {
+    const Node* n = kv.first;
+    if (n->kind == NodeKind::kOp) continue;
+    os << "%" << kv.second << " = " << (n->kind == NodeKind::kData ? "parameter " : "host ")
+       << meta_str(n->outputs[0]) << "\n";
+  }
+  for (const Node* n : g.ops) {
+    int first = g.first_slot.at(n);
+    os << "(";
+    for (size_t k = 0; k < n->outputs.size(); ++k) {
+      os << (k ? ", " : "") << "%" << first + k << ": " << meta_str(n->outputs[k]);
+    }
+    os << ") = " << n->op->schema().name();
+    if (!n->op->schema().overload_name().empty()) os << "." << n->op->schema().overload_name();
+    os << "(";
+    for (size_t i = 0; i < n->specs.size(); ++i) {
+      os << (i ? ", " : "");
+      const auto& sp = n->specs[i];
+      switch (sp.kind) {
+        case ArgKind::kTensor:
+        case ArgKind::kTensorList:
+        case ArgKind::kOptTensorList:
+          if (sp.kind != ArgKind::kTensor) os << "[";
+          for (size_t j = 0; j < sp.operands.size(); ++j) {
+            os << (j ? ", " : "");
+            int o = sp.operands[j];
+            if (o < 0)
+              os << "None";
+            else
+              os << "%" << slot_of(g, n->operands[o]);
+          }
+          if (sp.kind != ArgKind::kTensor) os << "]";
+          break;
+        case ArgKind::kScalar:
+          os << "$scalar";
+          break;
+        case ArgKind::kScalarList:
+          os << "$scalars";
+          break;
+        case ArgKind::kGenerator:
+          os << "$rng";
+          break;
+        case ArgKind::kDevice:
+          os << "device";
+          break;
+        case ArgKind::kPlain:
+          os << n->args[i];
+          break;
+      }
+    }
+    os << ")";
+    if (!n->source.empty()) os << "  # " << n->source;
+    os << "\n";
+  }
+  os << "return (";
+  for (size_t i = 0; i < g.output_slots.size(); ++i)
+    os << (i ? ", " : "") << "%" << g.output_slots[i];
+  os << ")\n";
+  return os.str();
+}
+
+}  // namespace ember_torch

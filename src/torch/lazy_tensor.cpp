@@ -1,0 +1,243 @@
+// Lazy tensors (bridge.h, "tensor state"): the registry of live tensor states, the
+// LazyTensorImpl that users' FunctionalTensorWrappers wrap, and the few operations on a
+// tensor's state (its operand value, its device data, rebinding it).
+#include <ATen/FunctionalTensorWrapper.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include "bridge.h"
+
+namespace ember_torch {
+
+const char* Node::name() const {
+  if (kind == NodeKind::kData) return "data";
+  if (kind == NodeKind::kHost) return "host";
+  return op->schema().name().c_str();
+}
+
+TensorMeta meta_of(const at::Tensor& t) {
+  TensorMeta m;
+  m.sizes = t.sizes().vec();
+  m.strides = t.strides().vec();
+  m.offset = t.storage_offset();
+  m.dtype = t.scalar_type();
+  return m;
+}
+
+// ---------------------------------------------------------------- registry
+namespace {
+std::mutex g_mu;
+std::map<uint64_t, std::weak_ptr<LazyState>> g_live;
+std::atomic<uint64_t> g_next_id{0};
+std::atomic<int64_t> g_pending_ops{0};
+std::atomic<uint64_t> g_next_seq{1};  // trace order of op nodes (Node::seq)
+}  // namespace
+
+std::mutex& state_mutex() { return g_mu; }
+
+LazyState::~LazyState() {
+  std::lock_guard<std::mutex> g(g_mu);
+  g_live.erase(id);
+}
+
+StatePtr new_state() {
+  auto s = std::make_shared<LazyState>(++g_next_id);
+  std::lock_guard<std::mutex> g(g_mu);
+  g_live.emplace(s->id, s);
+  return s;
+}
+
+std::vector<std::pair<StatePtr, Value>> pending_states() {
+  std::vector<std::pair<StatePtr, Value>> out;
+  std::vector<StatePtr> dropped;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    for (auto& kv : g_live) {
+      StatePtr s = kv.second.lock();
+      if (!s) continue;
+      if (s->ir) {
+        out.emplace_back(s, *s->ir);
+      } else {
+        dropped.push_back(std::move(s));  // released after unlocking
+      }
+    }
+  }
+  return out;
+}
+
+int64_t pending_op_count() { return g_pending_ops.load(); }
+void add_pending_ops(int64_t n) {
+  if (n < 0) {
+    g_pending_ops.store(0);
+  } else {
+    g_pending_ops.fetch_add(n);
+  }
+}
+
+uint64_t next_node_seq() { return g_next_seq.fetch_add(1); }
+
+// ---------------------------------------------------------------- tensor impl
+LazyTensorImpl::LazyTensorImpl(const TensorMeta& meta, StatePtr state)
+    : c10::TensorImpl(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                      c10::scalarTypeToTypeMeta(meta.dtype), ember_device()),
+      state_(std::move(state)) {
+  set_storage_access_should_throw();
+  set_sizes_and_strides(meta.sizes, meta.strides, meta.offset);
+}
+
+void LazyTensorImpl::set_meta(const TensorMeta& m) {
+  bool allow = allow_tensor_metadata_change();
+  set_allow_tensor_metadata_change(true);
+  set_sizes_and_strides(m.sizes, m.strides, m.offset);
+  set_allow_tensor_metadata_change(allow);
+}
+
+TensorMeta LazyTensorImpl::meta() const {
+  TensorMeta m;
+  m.sizes = sizes_and_strides_.sizes_arrayref().vec();
+  m.strides = sizes_and_strides_.strides_arrayref().vec();
+  m.offset = storage_offset_;
+  m.dtype = c10::typeMetaToScalarType(dtype());
+  return m;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> LazyTensorImpl::shallow_copy_and_detach(
+    const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const {
+  auto impl = c10::make_intrusive<LazyTensorImpl>(meta(), state_);
+  copy_tensor_metadata(this, impl.get(), version_counter, allow_tensor_metadata_change);
+  impl->refresh_numel();
+  impl->refresh_contiguous();
+  return impl;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> LazyTensorImpl::shallow_copy_and_detach(
+    c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const {
+  auto impl = c10::make_intrusive<LazyTensorImpl>(meta(), state_);
+  copy_tensor_metadata(this, impl.get(), std::move(version_counter), allow_tensor_metadata_change);
+  impl->refresh_numel();
+  impl->refresh_contiguous();
+  return impl;
+}
+
+void LazyTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) {
+  auto* other = dynamic_cast<LazyTensorImpl*>(impl.get());
+  TORCH_CHECK(other, "ember: cannot shallow-copy a ", impl->device(),
+              " tensor into an ember tensor");
+  copy_tensor_metadata(other, this, version_counter(), allow_tensor_metadata_change());
+  state_ = other->state_;
+  refresh_numel();
+  refresh_contiguous();
+}
+
+LazyTensorImpl* lazy_impl(const at::Tensor& t) {
+  if (!t.defined()) return nullptr;
+  return dynamic_cast<LazyTensorImpl*>(t.unsafeGetTensorImpl());
+}
+
+// Inside torch.inference_mode(), new tensors are inference tensors, except views of
+// normal tensors, which stay normal (eager's rule). Inner tensors follow the same rule,
+// and wrappers inherit it from them. It matters below the Functionalize key too: in
+// inference mode, functionalization's fallback lets composite ops (F.linear) decompose
+// on inner tensors, so an inner view (weight.t()) passes through ADInplaceOrView,
+// whose as_view needs the view of a normal tensor to be normal.
+static at::Tensor new_inner(const TensorMeta& meta, StatePtr s, bool view_of_normal) {
+  auto& autograd = c10::AutogradState::get_tls_state();
+  if (!view_of_normal || !autograd.get_inference_mode()) {
+    return at::Tensor(c10::make_intrusive<LazyTensorImpl>(meta, std::move(s)));
+  }
+  autograd.set_inference_mode(false);
+  struct Restore {
+    ~Restore() { c10::AutogradState::get_tls_state().set_inference_mode(true); }
+  } restore;
+  return at::Tensor(c10::make_intrusive<LazyTensorImpl>(meta, std::move(s)));
+}
+
+at::Tensor make_lazy(const TensorMeta& meta, Value v, bool view_of_normal) {
+  auto s = new_state();
+  s->ir = std::move(v);
+  return new_inner(meta, std::move(s), view_of_normal);
+}
+
+at::Tensor make_lazy_data(at::Tensor data, bool view_of_normal) {
+  auto s = new_state();
+  TensorMeta m = meta_of(data);
+  s->data = std::move(data);
+  return new_inner(m, std::move(s), view_of_normal);
+}
+
+static bool functionalize_excluded() {
+  return c10::impl::tls_local_dispatch_key_set().excluded_.has(c10::DispatchKey::Functionalize);
+}
+
+at::Tensor maybe_wrap(at::Tensor t) {
+  if (!t.defined() || functionalize_excluded()) return t;
+  if (at::functionalization::impl::isFunctionalTensor(t)) return t;
+  return at::functionalization::impl::to_functional_tensor(t);
+}
+
+at::Tensor unwrap(const at::Tensor& t) {
+  if (t.defined() && at::functionalization::impl::isFunctionalTensor(t)) {
+    at::functionalization::impl::sync(t);
+    return at::functionalization::impl::from_functional_tensor(t);
+  }
+  return t;
+}
+
+Value value_of(const at::Tensor& inner) {
+  auto* impl = lazy_impl(inner);
+  TORCH_INTERNAL_ASSERT(impl, "ember: expected an ember tensor");
+  std::lock_guard<std::mutex> g(g_mu);
+  auto& s = *impl->state();
+  if (s.ir) return *s.ir;
+  TORCH_CHECK(s.error.empty(),
+              "ember: this tensor has no value because the sync that computed "
+              "it failed: ",
+              s.error);
+  TORCH_CHECK(s.data.defined(), "ember: tensor has neither data nor a pending value");
+  auto n = std::make_shared<Node>();
+  n->kind = NodeKind::kData;
+  n->data = s.data;
+  n->outputs.push_back(meta_of(s.data));
+  n->output_is_view.push_back(false);
+  return Value{n, 0};
+}
+
+at::Tensor materialize(const at::Tensor& inner) {
+  auto* impl = lazy_impl(inner);
+  TORCH_INTERNAL_ASSERT(impl, "ember: expected an ember tensor");
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    TORCH_CHECK(impl->state()->error.empty(),
+                "ember: this tensor has no value because the sync "
+                "that computed it failed: ",
+                impl->state()->error);
+    if (!impl->state()->ir) return impl->state()->data;
+  }
+  sync("value read");
+  std::lock_guard<std::mutex> g(g_mu);
+  TORCH_CHECK(impl->state()->error.empty(),
+              "ember: this tensor has no value because the sync "
+              "that computed it failed: ",
+              impl->state()->error);
+  TORCH_CHECK(!impl->state()->ir, "ember: sync did not materialize a live tensor");
+  return impl->state()->data;
+}
+
+// Rebinds `dst` (an inner tensor) to the current value of `src`.
+void assign_state(const at::Tensor& dst, const at::Tensor& src) {
+  auto* d = lazy_impl(dst);
+  auto* s = lazy_impl(src);
+  TORCH_INTERNAL_ASSERT(d && s);
+  std::optional<Value> old_ir;
+  at::Tensor old_data;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    old_ir = std::move(d->state()->ir);
+    old_data = std::move(d->state()->data);
+    d->state()->ir = s->state()->ir;
+    d->state()->data = s->state()->data;
+    d->state()->error = s->state()->error;
+  }
+  d->set_meta(s->meta());
+}
+
+}  // namespace ember_torch
