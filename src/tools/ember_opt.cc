@@ -1,12 +1,17 @@
 // ember-opt: reads text IR, runs passes, prints text IR.
 //
-//   ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] FILE|-
+//   ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] [--emit-kernel] FILE|-
 //
 // With neither --passes nor --pipeline the graph is parsed, verified and
 // printed back (a round trip). --passes runs the named passes once each, in
 // order, verifying after each (pass names: --list-passes). --pipeline=default
 // runs DefaultPipeline(). --print-hash prints `// hash: <32 hex digits>` (the
-// structural hash of the printed graph) before it. Every error goes to stderr
+// structural hash of the printed graph) before it. --emit-kernel prints, after
+// the passes, the C++ kernel of every fusion node (its called body; kernel
+// index = the fusion's position among the graph's fusions), or of the graph
+// itself when it holds no fusion, instead of the IR: what the CPU code
+// generator emits (docs/codegen.md), without the preamble that every kernel
+// shares (prelude and vector-math declarations). Every error goes to stderr
 // with exit code 1.
 #include <fstream>
 #include <iostream>
@@ -15,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/codegen/cpu.h"
 #include "ember/ir/graph.h"
 #include "ember/ir/hash.h"
 #include "ember/ir/text.h"
@@ -24,7 +30,8 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] FILE|-\n"
+    "usage: ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] [--emit-kernel] "
+    "FILE|-\n"
     "       ember-opt --list-passes\n";
 
 int Fail(const std::string& msg) {
@@ -51,7 +58,7 @@ using ::ember::tools::StartsWith;
 int main(int argc, char** argv) {
   std::string file;
   std::vector<std::string> passes;
-  bool have_passes = false, default_pipeline = false, print_hash = false;
+  bool have_passes = false, default_pipeline = false, print_hash = false, emit_kernel = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -69,6 +76,8 @@ int main(int argc, char** argv) {
       default_pipeline = true;
     } else if (arg == "--print-hash") {
       print_hash = true;
+    } else if (arg == "--emit-kernel") {
+      emit_kernel = true;
     } else if (arg != "-" && StartsWith(arg, "-")) {
       return Fail("unknown option '" + arg + "'\n" + kUsage);
     } else if (!file.empty()) {
@@ -101,6 +110,23 @@ int main(int argc, char** argv) {
   } else {
     ember::Status st = ember::Verify(g);
     if (!st.ok()) return Fail(file + ": " + st.ToString());
+  }
+
+  if (emit_kernel) {
+    std::vector<const ember::Graph*> kernels;
+    for (const ember::Node& n : g.nodes()) {
+      if (n.op == ember::OpKind::kFusion && n.called) kernels.push_back(n.called.get());
+    }
+    if (kernels.empty()) kernels.push_back(&g);
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      auto ks = ember::codegen::EmitKernelSource(*kernels[i], static_cast<int>(i));
+      if (!ks.ok()) return Fail(file + ": " + ks.status().ToString());
+      // The header comment, then the kernel's own part (KernelSource::body).
+      const std::string& code = ks->code;
+      std::cout << code.substr(0, code.find(ks->preamble)) << "// [preamble left out]\n\n"
+                << ks->body;
+    }
+    return 0;
   }
 
   if (print_hash) std::cout << "// hash: " << ember::HashGraph(g).ToString() << "\n";
