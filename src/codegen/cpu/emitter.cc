@@ -460,12 +460,14 @@ class KernelEmitter {
     std::set<NodeId> hoist_buffers;
     std::set<int> hoist_sites;
     plan_.scalars.clear();
+    plan_.scalar_index.clear();
     const std::string hoisted = HoistRowInvariants(
         {ph.node}, n.shape.dims(), std::vector<std::string>(ix.begin(), ix.end() - 1), 2,
         &hoist_buffers, &hoist_sites);
     ExprEmitter e(plan_, &var_counter_, 3);
     std::string v = e.Value(ph.node, idx);
     plan_.scalars.clear();
+    plan_.scalar_index.clear();
     std::set<NodeId> all_buffers = e.used_buffers();
     all_buffers.insert(hoist_buffers.begin(), hoist_buffers.end());
     std::set<int> all_sites = e.used_sites();
@@ -882,7 +884,11 @@ class KernelEmitter {
       Index idx = Index::Multi(std::vector<std::string>(ix.begin(), ix.begin() + k));
       vals.push_back({id, e.Value(id, idx)});
     }
-    for (const auto& [id, v] : vals) plan_.scalars[id] = v;
+    for (const auto& [id, v] : vals) {
+      plan_.scalars[id] = v;
+      plan_.scalar_index[id] =
+          std::vector<std::string>(ix.begin(), ix.begin() + g_.node(id).shape.rank());
+    }
     buffers->insert(e.used_buffers().begin(), e.used_buffers().end());
     sites->insert(e.used_sites().begin(), e.used_sites().end());
     return e.code();
@@ -1023,6 +1029,7 @@ class KernelEmitter {
     }
     plan_.materialized.clear();
     plan_.scalars.clear();
+    plan_.scalar_index.clear();
     plan_.row_buffers.clear();
     plan_.row_base = "o * " + IntLiteral(rp.K);
     // Row buffers: an expensive value (a transcendental, a division, ...)

@@ -221,7 +221,11 @@ Index ExprEmitter::OperandIndex(const Node& n, const Index& idx) {
 ExprEmitter::Val ExprEmitter::EmitUncached(const Node& n, const Index& idx) {
   const DType t = n.shape.dtype();
   auto sc = plan_.scalars.find(n.id);
-  if (sc != plan_.scalars.end()) return {sc->second, false};
+  auto si = plan_.scalar_index.find(n.id);
+  if (sc != plan_.scalars.end() &&
+      (si == plan_.scalar_index.end() || (idx.has_multi && idx.ix == si->second))) {
+    return {sc->second, false};
+  }
   auto rb = plan_.row_buffers.find(n.id);
   if (rb != plan_.row_buffers.end()) {
     return {Bind(t, rb->second + "[" + LinOf(n.shape, idx) + " - " + plan_.row_base + "]"), false};

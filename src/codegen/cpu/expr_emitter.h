@@ -36,6 +36,11 @@ struct KernelPlan {
   // Values held in a local variable for the current loop iteration (row
   // kernels: a reduction's value for the current row), node -> variable.
   std::map<NodeId, std::string> scalars;
+  // Scalars that hold their node at one multi-index only (row invariants
+  // hoisted out of the loop over the row), node -> that index: a read at any
+  // other index (through a reverse, slice, ... of the row's dims) computes
+  // the element instead.
+  std::map<NodeId, std::vector<std::string>> scalar_index;
   // Row kernels: values an earlier pass over the row stored in a row-sized
   // local array, node -> array; element at linear index lin is
   // array[lin - row_base].
