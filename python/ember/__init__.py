@@ -73,16 +73,25 @@ _storage.install()
 dynamo.install()
 
 
-def _register_lightning():
+def _register_lightning(package):
     """``Trainer(accelerator="ember")``: ember.lightning registers the accelerator in
-    Lightning's registry, right after ``lightning.pytorch`` is imported."""
-    try:
-        import ember.lightning  # noqa: F401
-    except Exception as e:  # a Lightning release ember does not know: say so, never break it
-        _warnings.warn(f"ember: the Lightning accelerator was not registered: {e}", RuntimeWarning)
+    Lightning's registry, right after Lightning (`package`) is imported."""
+
+    def register():
+        try:
+            from . import lightning
+
+            lightning.register(package)
+        except Exception as e:  # a Lightning ember does not know: say so, never break it
+            _warnings.warn(
+                f"ember: the accelerator was not registered with {package}: {e}", RuntimeWarning
+            )
+
+    _post_import.when_imported(package, register)
 
 
-_post_import.when_imported("lightning.pytorch", _register_lightning)
+for _package in ("lightning.pytorch", "pytorch_lightning"):
+    _register_lightning(_package)
 
 
 def device(index: int = 0) -> _torch.device:

@@ -336,3 +336,40 @@ def test_char_gpt_bf16_mixed_trains_like_cpu(tmp_path):
     # TQDM's refresh every step reads the logged loss: a synced value, no graph
     for s in count.steps:
         assert s["sites"] and all(k.startswith(LIGHTNING_READS) for k in s["sites"]), s
+
+
+def test_the_pytorch_lightning_package_name_too(tmp_path):
+    """`import pytorch_lightning` (the same Lightning under its other package name, with
+    classes of its own) gets the accelerator as well."""
+    import pytorch_lightning as pl
+
+    class PlTiny(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 4)
+            self.seen = []
+
+        def training_step(self, batch, i):
+            x, y = batch
+            out = self.lin(x)
+            self.seen.append((self.lin.weight.device.type, out.dtype))
+            return F.cross_entropy(out, y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    model = PlTiny()
+    t = pl.Trainer(
+        accelerator="ember",
+        devices=1,
+        precision="bf16-mixed",
+        max_steps=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=False,
+        default_root_dir=str(tmp_path),
+    )
+    t.fit(model, tiny_loader())
+    assert model.seen == [("ember", torch.bfloat16)] * 2
+    assert isinstance(t.accelerator, ember.lightning.accelerator("pytorch_lightning"))
