@@ -10,7 +10,8 @@ and returns a ``Runner``:
 - ``finish()`` waits until all work issued so far has executed (``ember.sync()`` for the
   lazy device; ``torch_xla.sync()`` + ``wait_device_ops()`` for XLA; nothing for the
   synchronous CPU backends), so a timed step includes its execution;
-- ``to_cpu(t)`` reads a result back as a CPU float64 tensor.
+- ``to_cpu(t)`` reads a result back as a CPU float64 tensor (a tuple of results, such
+  as a backward kernel's gradients, as one flat tensor).
 
 Backends (``BACKENDS``): ``eager`` (CPU), ``inductor`` (``torch.compile(backend=
 "inductor")`` of the model and of ``optimizer.step``), ``ember`` (lazy: ``ember.device()``
@@ -35,6 +36,7 @@ LABELS = {
     "ember": "ember lazy device",
     "ember_compile": 'torch.compile(backend="ember")',
     "torch_xla": "PyTorch/XLA (PJRT CPU)",
+    "jax": "JAX/XLA:CPU (jax.jit; MLP only, jax_column.py)",
 }
 LR = 1e-3
 
@@ -108,6 +110,9 @@ class Runner:
 
     @staticmethod
     def to_cpu(t):
+        """`t` (or a tuple of results, flattened and concatenated) as CPU float64."""
+        if isinstance(t, (tuple, list)):
+            return torch.cat([x.detach().to("cpu").double().reshape(-1) for x in t])
         return t.detach().to("cpu").double()
 
 

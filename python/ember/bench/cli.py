@@ -2,11 +2,13 @@
 
     python -m ember.bench [--quick] [--models mlp,gpt,...] [--json FILE]
                           [--markdown FILE] [--plot FILE.png] [--torch-xla-venv DIR]
+                          [--jax-venv DIR] [--profile MODEL[:MODE]]
 
 Order of a run: machine info and ceilings (STREAM triad, ATen GEMM); then per model and
 mode the cost phase (each backend in fresh cold and warm processes, ``cost.py``) followed
 by the timing phase (all backends interleaved in this process with the warm caches,
-``timing.py``); the optional PyTorch/XLA column (``xla.py``); the ceilings again. The
+``timing.py``); the optional PyTorch/XLA column (``xla.py``) and JAX column (MLP only,
+``jax_column.py``); the ceilings again. The
 markdown table goes to stdout, progress to stderr. Method and setup: docs/benchmarks.md.
 """
 
@@ -22,10 +24,12 @@ import time
 import torch
 
 from . import backends as B
-from . import ceilings, cost, machine, models, report, timing, xla
+from . import ceilings, cost, jax_column, machine, models, report, timing, xla
 
 # Most telling first: a run cut short (rows are saved as they come) still has these.
-DEFAULT_MODELS = ("gpt", "mlp", "elementwise", "softmax", "resnet18", "gpt2", "bert")
+DEFAULT_MODELS = ("gpt", "mlp", "elementwise", "softmax", "resnet18", "gpt2", "bert") + (
+    models.STEP_KERNELS
+)
 # Sized from measured CPU seconds (docs/benchmarks.md, "Sizing"): Inductor's cold compile
 # of the char-GPT training step alone is ~60-90 CPU seconds, so --quick leaves it out.
 QUICK_MODELS = ("mlp", "elementwise", "softmax")
@@ -108,6 +112,11 @@ def parse_args(argv=None):
         help="a virtual environment with torch_xla (its own "
         "torch): adds the PyTorch/XLA column (PJRT_DEVICE=CPU)",
     )
+    p.add_argument(
+        "--jax-venv",
+        help="a virtual environment with jax[cpu]: adds the JAX/XLA:CPU column for "
+        f"{','.join(jax_column.MODELS)} (the model rewritten in JAX, same weights and inputs)",
+    )
     a = p.parse_args(argv)
     a.scale = a.scale or ("quick" if a.quick else "full")
     a.models = a.models or list(QUICK_MODELS if a.quick else DEFAULT_MODELS)
@@ -124,6 +133,8 @@ def parse_args(argv=None):
         p.error("the eager backend is the reference for ratios and numerics; keep it")
     if a.torch_xla_venv and not os.path.isfile(os.path.join(a.torch_xla_venv, "bin", "python")):
         p.error(f"--torch-xla-venv {a.torch_xla_venv}: no bin/python there")
+    if a.jax_venv and not os.path.isfile(os.path.join(a.jax_venv, "bin", "python")):
+        p.error(f"--jax-venv {a.jax_venv}: no bin/python there")
     a.settings = dict(SETTINGS[a.scale])
     if a.repeats:
         a.settings["repeats"] = a.repeats
@@ -379,6 +390,30 @@ def _run(a, save, cache_root) -> dict:
                 )
                 r["load_1m"] = load
                 results.append(r)
+            if a.jax_venv and name in jax_column.MODELS:
+                log(f"  {name} {mode}: JAX ({a.jax_venv})")
+                r = jax_column.column(
+                    a.jax_venv,
+                    w,
+                    mode,
+                    a.scale,
+                    s,
+                    cache_root,
+                    a.timeout,
+                    eager_checks,
+                    a.no_cost,
+                    _result,
+                    {b: t["median_s"] for b, t in tim.items()},
+                )
+                r["load_1m"] = load
+                results.append(r)
+                if r["median_s"]:
+                    log(
+                        f"    jax: median {r['median_s'] * 1e3:.2f} ms, x{_fmt(r['ratio_to_eager'])}"
+                        f" of eager (unpaired), numerics {r['numerics_ok']}"
+                    )
+                else:
+                    log(f"    jax: {r['status']}")
             doc["settings"] = _settings(a, log)
             save(doc)  # after every (model, mode): an interrupted run keeps what it measured
         del w
@@ -404,6 +439,7 @@ def _settings(a, log) -> dict:
         backends=a.backends,
         cost_phase=not a.no_cost,
         torch_xla_venv=a.torch_xla_venv,
+        jax_venv=a.jax_venv,
         numerics_rtol=timing.RTOL,
         command=" ".join(["python -m ember.bench"] + sys.argv[1:]),
         wall_s=time.perf_counter() - log.t0,

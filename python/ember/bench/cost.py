@@ -49,14 +49,17 @@ def worker_env(cache_dir: str, extra: dict | None = None) -> dict:
     return env
 
 
-def spawn(args: list, env: dict, timeout: float, python: str = sys.executable) -> dict:
-    """Runs ``python worker.py *args --json F`` and returns its JSON; on a crash, a
-    timeout or a missing result, {"status": "failed: ..."} with the last stderr line."""
+def spawn(
+    args: list, env: dict, timeout: float, python: str = sys.executable, worker: str = WORKER
+) -> dict:
+    """Runs ``python worker *args --json F`` (default worker: ``worker.py``) and returns
+    its JSON; on a crash, a timeout or a missing result, {"status": "failed: ..."} with
+    the last stderr line."""
     with tempfile.TemporaryDirectory(prefix="ember-bench-") as d:
         out = os.path.join(d, "result.json")
         try:
             p = subprocess.run(
-                [python, WORKER, *args, "--json", out],
+                [python, worker, *args, "--json", out],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -85,8 +88,12 @@ def measure(
     timeout: float,
     python: str = sys.executable,
     extra_env: dict | None = None,
+    worker: str = WORKER,
+    extra_args: tuple = (),
 ) -> dict:
-    """Cold then warm process for one backend (see the module docstring).
+    """Cold then warm process for one backend (see the module docstring); `worker` is
+    the script run (``worker.py``, or ``jax_worker.py`` for the JAX column) with
+    `extra_args` after the common ones.
 
     Returns {"status", "cold", "warm" (the workers' JSON), "cold_compile_s",
     "warm_start_s", "peak_rss_mb", "cache_dir"}."""
@@ -106,8 +113,9 @@ def measure(
         str(startup),
         "--steady",
         str(steady),
+        *extra_args,
     ]
-    cold = spawn(args, env, timeout, python)
+    cold = spawn(args, env, timeout, python, worker)
     res = {
         "status": cold["status"],
         "cold": cold,
@@ -119,7 +127,7 @@ def measure(
     }
     if cold["status"] != "ok":
         return res
-    warm = spawn(args, env, timeout, python)
+    warm = spawn(args, env, timeout, python, worker)
     res["warm"] = warm
     res["cold_compile_s"] = excess(cold["step_s"], startup)
     res["peak_rss_mb"] = cold["peak_rss_mb"]

@@ -11,9 +11,13 @@ Sizes come in three scales: ``full`` (the default suite), ``quick`` (``--quick``
 ``examples/train_gpt.py`` (loaded by path); GPT-2 and BERT come from Hugging Face
 ``transformers``, built from a config (nothing is downloaded).
 
-Memory-bound kernels (``elementwise``, ``softmax``) carry ``bytes_moved`` (STREAM's
-convention: one read of the input and one write of the output, no write-allocate
-traffic) so their times can be expressed as a fraction of the STREAM triad.
+Memory-bound kernels carry ``bytes_moved`` (STREAM's convention: each input read once
+and each output written once, no write-allocate traffic) so their times can be expressed
+as a fraction of the STREAM triad: ``elementwise`` and ``softmax``, and the kernels of a
+training step's backward (``bias_grad``, ``channel_sum``, ``layernorm_bwd``,
+``softmax_bwd``, ``embedding_bwd``, ``cross_entropy``), each the ATen op(s) autograd
+runs there, called directly in inference mode, with the innermost shapes of the gpt,
+bert and resnet18 steps and the outer dim grown past the last-level cache at full scale.
 
 This module imports only torch (and transformers for the Hugging Face models): the
 cost-phase worker and the PyTorch/XLA worker load it by path, without ``ember``.
@@ -319,6 +323,180 @@ def _memory(name: str, module: nn.Module, what: str, scale: str, seed: int) -> W
     )
 
 
+# --------------------------------------------------------------------------- step kernels
+#
+# The backward kernels of the gpt, bert and resnet18 training steps, one row each. Each
+# module calls the ATen op(s) that autograd calls in that step, on inputs made up front
+# (a backward's saved tensors and incoming gradient), so every backend runs its own
+# lowering of exactly that op. Sizes keep the models' innermost (feature) dims and grow
+# the outer (token, batch) dim: at full scale the largest operand is 64 MiB, twice the
+# 32 MiB L3 of the project's machine, as for ``elementwise``. f32 everywhere.
+
+_aten = torch.ops.aten
+F32 = 4
+
+
+class _BiasGrad(nn.Module):
+    """A Linear bias's gradient: the incoming gradient summed over the token dim,
+    [T, F] -> [F] (a reduction over the non-innermost dim)."""
+
+    def forward(self, dy):
+        return dy.sum(0)
+
+
+class _ChannelSum(nn.Module):
+    """BatchNorm2d backward's per-channel sums: [N, C, H, W] -> [C] over (N, H, W), the
+    kept dim in the middle."""
+
+    def forward(self, dy):
+        return dy.sum((0, 2, 3))
+
+
+class _LayerNormBackward(nn.Module):
+    """``aten.native_layer_norm_backward`` over the last dim: (dx, dweight, dbias)."""
+
+    def forward(self, dy, x, mean, rstd, weight, bias):
+        return _aten.native_layer_norm_backward(
+            dy, x, [x.shape[-1]], mean, rstd, weight, bias, [True, True, True]
+        )
+
+
+class _SoftmaxBackward(nn.Module):
+    """``aten._softmax_backward_data`` over the last dim: dx = y * (dy - sum(dy*y))."""
+
+    def forward(self, dy, y):
+        return _aten._softmax_backward_data(dy, y, -1, torch.float32)
+
+
+class _EmbeddingBackward(nn.Module):
+    """``aten.embedding_dense_backward``: the incoming gradient [B, T, C] scatter-added
+    into [vocab, C] rows by the token ids [B, T] (many duplicates)."""
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.vocab = vocab
+
+    def forward(self, dy, ids):
+        return _aten.embedding_dense_backward(dy, ids, self.vocab, -1, False)
+
+
+class _CrossEntropy(nn.Module):
+    """Mean cross-entropy over [N, V] logits and its gradient, as ``F.cross_entropy``'s
+    forward and backward run them: log-softmax, NLL, NLL backward (seed 1), log-softmax
+    backward. Returns (loss, dlogits)."""
+
+    def forward(self, logits, target):
+        logp = _aten._log_softmax(logits, 1, False)
+        loss, total = _aten.nll_loss_forward(logp, target, None, 1, -100)
+        g = _aten.nll_loss_backward(torch.ones_like(loss), logp, target, None, 1, -100, total)
+        return loss, _aten._log_softmax_backward_data(g, logp, 1, torch.float32)
+
+
+def _kernel(name, module, what, inputs, bytes_moved) -> Workload:
+    return Workload(
+        name,
+        f"{what} (memory-bound)",
+        module,
+        inputs,
+        loss=None,
+        infer=lambda m, *xs: m(*xs),
+        modes=(INFER,),
+        bytes_moved=bytes_moved,
+    )
+
+
+def _bias_grad(scale: str, seed: int) -> Workload:
+    # gpt's MLP hidden (4 x 128 features); tokens: 32 x 128 in the gpt step, x8 at full.
+    t, f = {"tiny": (64, 32), "quick": (8192, 512), "full": (32768, 512)}[scale]
+    dy = torch.randn(t, f, generator=torch.Generator().manual_seed(seed + 1))
+    return _kernel(
+        "bias_grad",
+        _BiasGrad(),
+        f"bias gradient: sum over dim 0 of f32[{t},{f}] (gpt's MLP hidden)",
+        (dy,),
+        (t * f + f) * F32,
+    )
+
+
+def _channel_sum(scale: str, seed: int) -> Workload:
+    # resnet18's first stage: 64 channels at 16x16 (64x64 input); batch 16 in the step.
+    n, c, hw = {"tiny": (4, 8, 8), "quick": (256, 64, 16), "full": (1024, 64, 16)}[scale]
+    dy = torch.randn(n, c, hw, hw, generator=torch.Generator().manual_seed(seed + 1))
+    return _kernel(
+        "channel_sum",
+        _ChannelSum(),
+        f"BatchNorm channel sum over (0,2,3) of f32[{n},{c},{hw},{hw}] (resnet18 stage 1)",
+        (dy,),
+        (dy.numel() + c) * F32,
+    )
+
+
+def _layernorm_bwd(scale: str, seed: int) -> Workload:
+    # gpt's and bert's LayerNorm over 128 features; tokens 4096 (gpt) x32 at full.
+    t, d = {"tiny": (64, 32), "quick": (32768, 128), "full": (131072, 128)}[scale]
+    g = torch.Generator().manual_seed(seed + 1)
+    x, dy = torch.randn(t, d, generator=g), torch.randn(t, d, generator=g)
+    w, b = 1.0 + 0.1 * torch.randn(d, generator=g), 0.1 * torch.randn(d, generator=g)
+    _, mean, rstd = _aten.native_layer_norm(x, [d], w, b, 1e-5)
+    return _kernel(
+        "layernorm_bwd",
+        _LayerNormBackward(),
+        f"LayerNorm backward over f32[{t},{d}] (gpt/bert), dx, dweight, dbias",
+        (dy, x, mean, rstd, w, b),
+        (3 * t * d + 2 * t + 4 * d) * F32,
+    )
+
+
+def _softmax_bwd(scale: str, seed: int) -> Workload:
+    # bert's attention probabilities [batch, 4 heads, 128, 128]; batch 8 in the step.
+    b, h, s = {"tiny": (2, 2, 16), "quick": (64, 4, 128), "full": (256, 4, 128)}[scale]
+    g = torch.Generator().manual_seed(seed + 1)
+    y = torch.softmax(torch.randn(b, h, s, s, generator=g), -1)
+    dy = torch.randn(b, h, s, s, generator=g)
+    return _kernel(
+        "softmax_bwd",
+        _SoftmaxBackward(),
+        f"softmax backward over f32[{b},{h},{s},{s}] (bert's attention probabilities)",
+        (dy, y),
+        3 * y.numel() * F32,
+    )
+
+
+def _embedding_bwd(scale: str, seed: int) -> Workload:
+    # bert's/gpt2's token embedding (vocab 1000, 128-dim), seq 128; batch 8 in the step.
+    b, s, c, v = {
+        "tiny": (2, 16, 16, 10),
+        "quick": (256, 128, 128, 1000),
+        "full": (1024, 128, 128, 1000),
+    }[scale]
+    g = torch.Generator().manual_seed(seed + 1)
+    dy = torch.randn(b, s, c, generator=g)
+    ids = torch.randint(0, v, (b, s), generator=g)
+    return _kernel(
+        "embedding_bwd",
+        _EmbeddingBackward(v),
+        f"embedding backward: f32[{b},{s},{c}] scatter-added into [{v},{c}] by ids "
+        f"[{b},{s}] (bert/gpt2 tokens)",
+        (dy, ids),
+        (b * s * c + v * c) * F32 + ids.numel() * 8,
+    )
+
+
+def _cross_entropy(scale: str, seed: int) -> Workload:
+    # gpt2's/bert's LM head: vocab 1000; tokens 8 x 128 in the step, x16 at full.
+    n, v = {"tiny": (32, 10), "quick": (4096, 1000), "full": (16384, 1000)}[scale]
+    g = torch.Generator().manual_seed(seed + 1)
+    logits = torch.randn(n, v, generator=g)
+    target = torch.randint(0, v, (n,), generator=g)
+    return _kernel(
+        "cross_entropy",
+        _CrossEntropy(),
+        f"cross-entropy forward + backward over f32[{n},{v}] logits (gpt2/bert LM head)",
+        (logits, target),
+        (2 * n * v + 1) * F32 + n * 8,
+    )
+
+
 BUILDERS = {
     "mlp": _mlp,
     "gpt": _gpt,
@@ -329,7 +507,21 @@ BUILDERS = {
         "elementwise", _Elementwise(), "gelu(x*1.5+0.25)*0.5-x", s, seed
     ),
     "softmax": lambda s, seed: _memory("softmax", _Softmax(), "row softmax", s, seed),
+    "bias_grad": _bias_grad,
+    "channel_sum": _channel_sum,
+    "layernorm_bwd": _layernorm_bwd,
+    "softmax_bwd": _softmax_bwd,
+    "embedding_bwd": _embedding_bwd,
+    "cross_entropy": _cross_entropy,
 }
+STEP_KERNELS = (
+    "bias_grad",
+    "channel_sum",
+    "layernorm_bwd",
+    "softmax_bwd",
+    "embedding_bwd",
+    "cross_entropy",
+)
 MODEL_NAMES = tuple(BUILDERS)
 
 

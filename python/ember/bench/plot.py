@@ -36,8 +36,8 @@ def bar_chart(doc: dict, path: str) -> None:
     backends = [b for b in backends if b not in missing]
     colors = dict(
         zip(
-            ("inductor", "ember", "ember_compile", "torch_xla"),
-            ("tab:blue", "tab:orange", "tab:red", "tab:green"),
+            ("inductor", "ember", "ember_compile", "torch_xla", "jax"),
+            ("tab:blue", "tab:orange", "tab:red", "tab:green", "tab:purple"),
         )
     )
     width = 0.8 / max(1, len(backends))
