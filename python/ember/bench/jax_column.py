@@ -141,4 +141,7 @@ def column(
             f"own process, jax {out['jax_version']} on {', '.join(out['devices'])}; "
             "ratios not paired: median / the main process's medians"
         )
+        for b in ("ember", "ember_compile"):  # issue 15's target: ember within 1.2x of JAX
+            if tim["median_s"] and medians.get(b):
+                r["notes"].append(f"{b} median / this median: {medians[b] / tim['median_s']:.2f}")
     return r
