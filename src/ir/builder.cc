@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "ember/ir/fusion_analysis.h"
+
 namespace ember {
 
 GraphBuilder::GraphBuilder(std::string name) { g_.name_ = std::move(name); }
@@ -63,7 +65,7 @@ NodeId GraphBuilder::AddNodeLike(const Node& n, std::vector<NodeId> operands) {
 }
 
 NodeId GraphBuilder::Fusion(std::vector<NodeId> operands, std::shared_ptr<const Graph> body,
-                            FusionKind kind) {
+                            std::optional<FusionKind> kind) {
   if (!status_.ok()) return kInvalidNode;
   if (!body) return Fail(InvalidArgument("fusion: the body graph is null"));
   if (body->outputs().size() != 1)
@@ -73,9 +75,9 @@ NodeId GraphBuilder::Fusion(std::vector<NodeId> operands, std::shared_ptr<const 
   if (out < 0 || out >= body->num_nodes())
     return Fail(InvalidArgument("fusion: the body's output is not a node"));
   Shape result = body->node(out).shape;
-  return AddNode(OpKind::kFusion, std::move(operands),
-                 {{"kind", std::string(FusionKindName(kind))}}, std::move(result), nullptr, "",
-                 std::move(body));
+  const FusionKind k = kind ? *kind : AnalyzeFusion(*body).kind;
+  return AddNode(OpKind::kFusion, std::move(operands), {{"kind", std::string(FusionKindName(k))}},
+                 std::move(result), nullptr, "", std::move(body));
 }
 
 NodeId GraphBuilder::Parameter(int64_t index, Shape shape) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "ember/ir/builder.h"
+#include "ember/ir/fusion_analysis.h"
 
 namespace ember {
 
@@ -132,28 +133,20 @@ std::string_view FusionKindName(FusionKind k) {
       return "loop";
     case FusionKind::kInput:
       return "input";
+    case FusionKind::kRow:
+      return "row";
+    case FusionKind::kScatter:
+      return "scatter";
   }
   return "?";
 }
 
 std::optional<FusionKind> ParseFusionKind(std::string_view s) {
-  if (s == "loop") return FusionKind::kLoop;
-  if (s == "input") return FusionKind::kInput;
+  for (FusionKind k :
+       {FusionKind::kLoop, FusionKind::kInput, FusionKind::kRow, FusionKind::kScatter})
+    if (FusionKindName(k) == s) return k;
   return std::nullopt;
 }
-
-namespace {
-
-// Whether `g` (or a body it calls) contains a reduction op.
-bool ContainsReduction(const Graph& g, int depth) {
-  for (const Node& n : g.nodes()) {
-    if (OpCategory(n.op) == OpCategoryKind::kReduction) return true;
-    if (n.called && depth < 64 && ContainsReduction(*n.called, depth + 1)) return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 Status CheckFusionBody(const std::vector<Shape>& operands, const Graph* body, const Shape& result,
                        const std::string& kind) {
@@ -182,12 +175,15 @@ Status CheckFusionBody(const std::vector<Shape>& operands, const Graph* body, co
                            body->node(out).shape.ToString());
   if (!body->aliases().empty()) return InvalidArgument(who, "a fusion body may not alias");
   auto k = ParseFusionKind(kind);
-  if (!k) return InvalidArgument(who, "kind '", kind, "' is not loop or input");
-  bool reduces = ContainsReduction(*body, 0);
-  if (*k == FusionKind::kLoop && reduces)
-    return InvalidArgument(who, "kind=loop but the body contains a reduction (use kind=input)");
-  if (*k == FusionKind::kInput && !reduces)
-    return InvalidArgument(who, "kind=input but the body contains no reduction (use kind=loop)");
+  if (!k) return InvalidArgument(who, "kind '", kind, "' is not loop, input, row or scatter");
+  const FusionAnalysis a = AnalyzeFusion(*body);
+  if (*k != a.kind) {
+    std::string why;
+    if (a.kind == FusionKind::kInput && *k == FusionKind::kRow)
+      why = "; no row fusion: " + a.not_row;
+    return InvalidArgument(who, "kind=", kind, " but the body's kind is ", FusionKindName(a.kind),
+                           why);
+  }
   return OkStatus();
 }
 

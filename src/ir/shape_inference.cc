@@ -532,7 +532,8 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       std::string kind;
       EMBER_RETURN_IF_ERROR(c.Str("kind", &kind));
-      if (!ParseFusionKind(kind)) return c.Error("kind '", kind, "' is not loop or input");
+      if (!ParseFusionKind(kind))
+        return c.Error("kind '", kind, "' is not loop, input, row or scatter");
       for (const auto& [key, value] : attrs.map())
         if (key != "kind") return c.Error("unexpected attribute '", key, "'");
       if (!declared) return c.Error("a fusion's result shape comes from its body");

@@ -285,7 +285,7 @@ StatusOr<Graph> RandomFusionDag(std::mt19937_64& rng) {
     body.SetOutputs({r});
     EMBER_ASSIGN_OR_RETURN(Graph bg, body.Build());
     values.push_back(b.Fusion(ops, std::make_shared<const Graph>(std::move(bg)),
-                              reduce ? FusionKind::kInput : FusionKind::kLoop));
+                              reduce ? FusionKind::kRow : FusionKind::kLoop));
   }
   b.SetOutputs({values.back()});
   return b.Build();

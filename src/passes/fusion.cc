@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "ember/ir/builder.h"
+#include "ember/ir/fusion_analysis.h"
 #include "ir/log.h"
 #include "passes/fusion_cost.h"
 #include "passes/fusion_legality.h"
@@ -22,7 +23,10 @@ struct Cluster {
   std::unordered_set<NodeId> in;                   // members (absorbed and duplicated)
   std::unordered_map<NodeId, double> evaluations;  // per kernel run
   std::vector<NodeId> reduces;                     // in joining order
-  bool row = false;                                // a row fusion (fusion_legality.h CanRowFuse)
+  // AnalyzeFusion of the members computing the root, updated when a reduce
+  // joins (only a reduce can change it: the others join upstream of every
+  // member reduce).
+  FusionAnalysis analysis;
 };
 
 double Elements(const Shape& s) {
@@ -198,7 +202,10 @@ class FusionBuilder {
     c.members.push_back(root);
     c.in.insert(root);
     c.evaluations[root] = Elements(g_.node(root).shape);
-    if (g_.node(root).op == OpKind::kReduce) c.reduces.push_back(root);
+    if (g_.node(root).op == OpKind::kReduce) {
+      c.reduces.push_back(root);
+      c.analysis = AnalyzeFusion(g_, {root}, {root});
+    }
     owner_[root] = ci;
 
     std::priority_queue<NodeId> heap;
@@ -221,8 +228,9 @@ class FusionBuilder {
       }
       const NodeId shown = consumers.empty() ? root : consumers.front();
       if (pn.op == OpKind::kParameter) continue;  // a parameter is simply an input
-      bool absorb = false, row = false;
-      FusionDecision d = Decide(c, ci, p, consumers, &absorb, &row);
+      bool absorb = false;
+      FusionAnalysis with_p;
+      FusionDecision d = Decide(c, ci, p, consumers, &absorb, &with_p);
       if (!d) {
         Refuse(p, shown, d.reason);
         is_input_[p] = true;
@@ -236,15 +244,18 @@ class FusionBuilder {
       c.members.push_back(p);
       c.in.insert(p);
       c.evaluations[p] = evals;
-      if (pn.op == OpKind::kReduce) c.reduces.push_back(p);
-      c.row = c.row || row;
+      if (pn.op == OpKind::kReduce) {
+        c.reduces.push_back(p);
+        c.analysis = std::move(with_p);
+      }
       if (absorb) owner_[p] = ci;
       push_operands(p);
     }
   }
 
+  // `with_p` (a reduce `p` only): AnalyzeFusion of the members and p.
   FusionDecision Decide(const Cluster& c, int ci, NodeId p, const std::vector<NodeId>& consumers,
-                        bool* absorb, bool* row) {
+                        bool* absorb, FusionAnalysis* with_p) {
     const Node& pn = g_.node(p);
     for (NodeId m : consumers) {
       FusionDecision d = CanFuse(g_, p, m);
@@ -267,8 +278,11 @@ class FusionBuilder {
             break;
           }
       }
-      FusionDecision d =
-          CanFuseReduceResult(g_, p, std::vector<NodeId>(down.begin(), down.end()), c.reduces, row);
+      std::vector<NodeId> members = sorted;
+      members.insert(std::lower_bound(members.begin(), members.end(), p), p);
+      *with_p = AnalyzeFusion(g_, members, {c.root});
+      FusionDecision d = CanFuseReduceResult(g_, p, std::vector<NodeId>(down.begin(), down.end()),
+                                             c.reduces, *with_p);
       if (!d) return d;
     }
     double evals = 0;
@@ -278,8 +292,7 @@ class FusionBuilder {
     }
     if (pn.op == OpKind::kReduce) evals = Elements(pn.shape);
     // In a row fusion each pass over the row may recompute a value.
-    const int passes = c.row ? static_cast<int>(c.reduces.size()) + 1 : 1;
-    FusionDecision rd = CanRecompute(pn, evals, passes);
+    FusionDecision rd = CanRecompute(pn, evals, c.analysis.row_passes());
     if (!rd) return rd;
     bool all_users_inside = !is_output_[p] && !is_input_[p];
     int outside = 0;
@@ -345,11 +358,12 @@ class FusionBuilder {
                                     " is not materialized");
       operands.push_back(remap[y]);
     }
-    const FusionKind kind = c.reduces.empty() ? FusionKind::kLoop : FusionKind::kInput;
+    auto called = std::make_shared<const Graph>(std::move(built).value());
+    const FusionKind kind = AnalyzeFusion(*called).kind;
     const Node& r = g_.node(c.root);
     return b.AddNode(OpKind::kFusion, std::move(operands),
                      {{"kind", std::string(FusionKindName(kind))}}, r.shape, nullptr, r.metadata,
-                     std::make_shared<const Graph>(std::move(built).value()));
+                     std::move(called));
   }
 
   const Graph& g_;

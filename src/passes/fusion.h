@@ -5,7 +5,11 @@
 // reverse, pad, concatenate, iota, constant, convert, select, clamp and
 // compare chains fuse into their consumers. Input fusion: a reduce fuses with
 // its elementwise/data-movement producers and with elementwise consumers of
-// the reduced shape (one reduce per fusion). dot-general, convolution,
+// the reduced shape. Row fusion: up to kMaxRowReductions reduces over the
+// same innermost dims, with their results consumed per row (softmax, layer
+// norm). The fusion node's `kind` is AnalyzeFusion's answer for its body
+// (ember/ir/fusion_analysis.h), which also decides, while a fusion grows,
+// whether a reduce's result may be consumed per row. dot-general, convolution,
 // custom-call, gather, scatter, dynamic-slice/update, reduce-window,
 // argmax/argmin, rng, optimization-barrier, tuple/get-tuple-element,
 // parameters and existing fusions stay outside (their consumers may fuse).

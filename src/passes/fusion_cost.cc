@@ -87,9 +87,9 @@ FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output, boo
 
 FusionDecision CanFuseReduceResult(const Graph& g, NodeId reduce,
                                    const std::vector<NodeId>& downstream,
-                                   const std::vector<NodeId>& existing, bool* row) {
+                                   const std::vector<NodeId>& existing,
+                                   const FusionAnalysis& with_reduce) {
   const Node& r = g.node(reduce);
-  *row = false;
   std::ostringstream os;
   if (!existing.empty()) {
     os << "the fusion already contains " << Label(g.node(existing.front()))
@@ -110,15 +110,14 @@ FusionDecision CanFuseReduceResult(const Graph& g, NodeId reduce,
     }
     if (os.str().empty()) return FusionDecision::Yes();  // input fusion
   }
-  FusionDecision rd = CanRowFuse(g, reduce, downstream, existing);
+  FusionDecision rd = with_reduce.kind == FusionKind::kRow
+                          ? FusionDecision::Yes()
+                          : FusionDecision::No(with_reduce.not_row);
   if (rd && static_cast<int>(existing.size()) >= kMaxRowReductions) {
     rd = FusionDecision::No("the row fusion already has " + std::to_string(existing.size()) +
                             " reductions (bound " + std::to_string(kMaxRowReductions) + ")");
   }
-  if (rd) {
-    *row = true;
-    return FusionDecision::Yes();
-  }
+  if (rd) return FusionDecision::Yes();
   os << "; no row fusion: " << rd.reason;
   return FusionDecision::No(os.str());
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/ir/fusion_analysis.h"
 #include "ember/ir/graph.h"
 #include "passes/fusion_legality.h"
 
@@ -46,24 +47,27 @@ inline constexpr int kMaxRowReductions = 4;
 
 // Whether reduce `reduce` may join a fusion in which `downstream` (the
 // consumer and every fusion member that depends on it) computes from its
-// result, given the reductions `existing` already in the fusion.
-//  - Input fusion: the fusion's only reduction, used by elementwise
-//    consumers of the reduced shape (*row = false).
-//  - Row fusion (fusion_legality.h CanRowFuse: reductions over the same
-//    innermost dims, results consumed per row, e.g. broadcast back to the
-//    row shape as in softmax), at most kMaxRowReductions of them (*row = true).
+// result, given the reductions `existing` already in the fusion and
+// `with_reduce`, the AnalyzeFusion (ember/ir/fusion_analysis.h) of the
+// fusion's members with `reduce` added:
+//  - the fusion's only reduction, used by elementwise consumers of the
+//    reduced shape (an input fusion, or a row fusion if its rows allow);
+//  - a row fusion (with_reduce.kind == row: e.g. the reduction broadcast back
+//    to the row shape, as in softmax) of at most kMaxRowReductions reductions.
 // Otherwise refused, with both reasons.
 FusionDecision CanFuseReduceResult(const Graph& g, NodeId reduce,
                                    const std::vector<NodeId>& downstream,
-                                   const std::vector<NodeId>& existing, bool* row);
+                                   const std::vector<NodeId>& existing,
+                                   const FusionAnalysis& with_reduce);
 
 // Whether `producer`, evaluated `evaluations` times per kernel run inside the
 // fusion (more than its element count when a broadcast replicates it), is
 // cheap enough to recompute: an expensive producer may be evaluated at most
-// `passes` times per element. `passes` is 1, except in a row fusion with n
-// reductions, where a value may be recomputed once per pass over the row
-// (n + 1 passes: a row in cache is cheaper to recompute from than a
-// materialized intermediate written to and read back from memory).
+// `passes` times per element. `passes` is 1, except in a row fusion, where a
+// value may be recomputed once per pass over the row
+// (FusionAnalysis::row_passes: one per reduction, plus one for the row-shaped
+// outputs; a row in cache is cheaper to recompute from than a materialized
+// intermediate written to and read back from memory).
 FusionDecision CanRecompute(const Node& producer, double evaluations, int passes = 1);
 
 }  // namespace ember::passes

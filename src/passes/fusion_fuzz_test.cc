@@ -47,7 +47,7 @@ std::string CheckFusedStructure(const Graph& g) {
         reduces = reduces || b.op == OpKind::kReduce;
       }
       const std::string kind = n.attrs.GetString("kind");
-      if (kind != (reduces ? "input" : "loop"))
+      if (reduces ? kind != "input" && kind != "row" : kind != "loop")
         return "fusion %" + std::to_string(n.id) + " has kind " + kind;
       continue;
     }
@@ -69,7 +69,7 @@ TEST(FusionFuzz, FusedGraphsEvaluateBitIdentically) {
   std::cout << "fusion fuzz: EMBER_FUZZ_SEED=" << seed << " EMBER_FUZZ_GRAPHS=" << graphs
             << std::endl;
   int failures = 0;
-  int64_t fusions = 0, compared = 0, input_fusions = 0;
+  int64_t fusions = 0, compared = 0, input_fusions = 0, row_fusions = 0;
   for (uint64_t i = 0; i < graphs && failures < 3; ++i) {
     const uint64_t graph_seed = seed + i;
     std::mt19937_64 rng(graph_seed);
@@ -129,16 +129,18 @@ TEST(FusionFuzz, FusedGraphsEvaluateBitIdentically) {
         for (const Node& n : g.nodes()) {
           fusions += n.op == OpKind::kFusion;
           input_fusions += n.op == OpKind::kFusion && n.attrs.GetString("kind") == "input";
+          row_fusions += n.op == OpKind::kFusion && n.attrs.GetString("kind") == "row";
         }
       }
     }
   }
   std::cout << "fusion fuzz: " << graphs << " graphs, " << compared << " comparisons, " << fusions
-            << " fusions (" << input_fusions << " input fusions)" << std::endl;
+            << " fusions (" << input_fusions << " input, " << row_fusions << " row fusions)"
+            << std::endl;
   EXPECT_EQ(failures, 0) << "base seed " << seed;
   if (graphs >= 100) {
     EXPECT_GT(fusions, static_cast<int64_t>(graphs));
-    EXPECT_GT(input_fusions, 0);
+    EXPECT_GT(input_fusions + row_fusions, 0);
   }
 }
 

@@ -107,7 +107,7 @@ TEST(FusionTest, SoftmaxIsOneRowFusion) {
 )",
                R"(graph softmax(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
-  %1 = f32[4,8] fusion(%0), calls=fused_reduce_max_sub_exp_etc_0, kind=input
+  %1 = f32[4,8] fusion(%0), calls=fused_reduce_max_sub_exp_etc_0, kind=row
   ROOT (%1)
 }
 
@@ -144,7 +144,7 @@ TEST(FusionTest, LogSoftmaxIsOneRowFusion) {
 )",
                R"(graph g(%p0: f32[16,32]) {
   %0 = f32[16,32] parameter(0)
-  %1 = f32[16,32] fusion(%0), calls=fused_reduce_max_sub_exp_etc_0, kind=input
+  %1 = f32[16,32] fusion(%0), calls=fused_reduce_max_sub_exp_etc_0, kind=row
   ROOT (%1)
 }
 
@@ -197,7 +197,7 @@ TEST(FusionTest, LayerNormIsOneRowFusion) {
   %0 = f32[16,32] parameter(0)
   %1 = f32[32] parameter(1)
   %2 = f32[32] parameter(2)
-  %3 = f32[16,32] fusion(%0, %1, %2), calls=fused_reduce_sum_mul_sub_etc_0, kind=input
+  %3 = f32[16,32] fusion(%0, %1, %2), calls=fused_reduce_sum_mul_sub_etc_0, kind=row
   ROOT (%3)
 }
 
@@ -244,7 +244,7 @@ TEST(FusionTest, ReduceFusesWithProducersAndReducedShapeConsumers) {
                R"(graph g(%p0: f32[4,8], %p1: f32[4]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4] parameter(1)
-  %2 = f32[4] fusion(%0, %1), calls=fused_exp_reduce_sum_mul_etc_0, kind=input
+  %2 = f32[4] fusion(%0, %1), calls=fused_exp_reduce_sum_mul_etc_0, kind=row
   ROOT (%2)
 }
 
@@ -526,7 +526,7 @@ TEST(FusionTest, ReduceResultBroadcastBackAlongRowsIsARowFusion) {
 )",
                R"(graph g(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
-  %1 = f32[4,8] fusion(%0), calls=fused_reduce_sum_mul_sub_0, kind=input
+  %1 = f32[4,8] fusion(%0), calls=fused_reduce_sum_mul_sub_0, kind=row
   ROOT (%1)
 }
 
@@ -594,7 +594,7 @@ TEST(FusionTest, TransposeOfARowValueIsRefused) {
 )",
       R"(graph g(%p0: f32[8,8]) {
   %0 = f32[8,8] parameter(0)
-  %1 = f32[8] fusion(%0), calls=fused_reduce_max_0, kind=input
+  %1 = f32[8] fusion(%0), calls=fused_reduce_max_0, kind=row
   %2 = f32[8,8] fusion(%1, %0), calls=fused_sub_transpose_1, kind=loop
   ROOT (%2)
 }
@@ -632,8 +632,8 @@ TEST(FusionTest, ReductionsOverDifferentRowsAreRefused) {
 )",
                R"(graph g(%p0: f32[4,8,16]) {
   %0 = f32[4,8,16] parameter(0)
-  %1 = f32[4] fusion(%0), calls=fused_reduce_sum_0, kind=input
-  %2 = f32[4,8] fusion(%1, %0), calls=fused_sub_reduce_max_1, kind=input
+  %1 = f32[4] fusion(%0), calls=fused_reduce_sum_0, kind=row
+  %2 = f32[4,8] fusion(%1, %0), calls=fused_sub_reduce_max_1, kind=row
   ROOT (%2)
 }
 
@@ -841,11 +841,11 @@ TEST(FusionTest, LegalityAndCostPredicates) {
   // Row fusions: once per pass over the row.
   EXPECT_TRUE(CanRecompute(g.node(3), 8, 2).ok);
   EXPECT_FALSE(CanRecompute(g.node(3), 9, 2).ok);
-  bool row = true;
-  EXPECT_TRUE(CanFuseReduceResult(g, 4, {}, {}, &row).ok);
-  EXPECT_FALSE(row);
+  const FusionAnalysis with4 = AnalyzeFusion(g, {3, 4}, {4});
+  EXPECT_EQ(with4.kind, FusionKind::kInput);
+  EXPECT_TRUE(CanFuseReduceResult(g, 4, {}, {}, with4).ok);
   // A second reduce of a full reduction (no outer dim) is not a row fusion.
-  EXPECT_EQ(CanFuseReduceResult(g, 4, {}, {4}, &row).reason,
+  EXPECT_EQ(CanFuseReduceResult(g, 4, {}, {4}, with4).reason,
             "the fusion already contains reduce %4 (one reduction per input fusion); no row "
             "fusion: reduce %4 reduces dims {0} of f32[4]; a row fusion needs reductions over "
             "the innermost dims, keeping at least one");

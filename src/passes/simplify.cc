@@ -530,8 +530,10 @@ NodeId ElementwiseOfUnitReshape(const Node& n, Rewriter& rw) {
 // dot-general(transpose(a, p), b) => dot-general(a, b) with the lhs batch
 // and contracting dims mapped through p (likewise for the rhs), when p keeps
 // the free dims in order (the result lists free dims in operand order, so
-// its layout is unchanged). The extern reads the operand transposed (ATen's
-// matmul takes strides) instead of a kernel materializing the transpose.
+// its layout is unchanged). This saves the kernel that would materialize
+// the transpose, not the copy: the dot-general extern still hands the GEMM
+// its operands in one canonical row-major form, copying them when they are
+// not (docs/architecture.md, "Same program, same bits").
 NodeId DotOfTranspose(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kDotGeneral) return kNoMatch;
   DotDims dims{Ints(n, "lhs_batch_dims"), Ints(n, "rhs_batch_dims"),

@@ -101,15 +101,15 @@ bool MergeFusionsOffByEnv() {
   return f && std::string(f) == "0";
 }
 
-// Whether fusion node `n` may share a kernel with others: loop fusions and
-// fusions whose result is a reduction. Row fusions (softmax, layer norm: a
-// reduction consumed per row) stay alone so that their kernel keeps the
-// one-pass row plan (docs/codegen.md "Row kernels"), which needs every
-// output to have the row shape.
+// Whether fusion node `n` may share a kernel with others: loop and input
+// fusions (its `kind`, ember/ir/fusion_analysis.h). Row fusions (softmax,
+// layer norm) stay alone so that their kernel keeps the one-pass row plan
+// (docs/codegen.md "Row kernels"), which the other fusions' outputs would
+// break; scatter fusions keep their serial phase alone.
 bool Mergeable(const Node& n) {
   if (n.op != OpKind::kFusion || !n.called || n.called->outputs().size() != 1) return false;
-  if (n.attrs.GetString("kind") == "loop") return true;
-  return n.called->node(n.called->outputs()[0]).op == OpKind::kReduce;
+  const auto kind = ParseFusionKind(n.attrs.GetString("kind"));
+  return kind == FusionKind::kLoop || kind == FusionKind::kInput;
 }
 
 // Horizontal fusion over the group list (in node order). Mergeable fusion
@@ -193,6 +193,12 @@ void WriteAtomically(const std::string& dir, const std::string& name, const std:
     }
   }
   if (std::rename(tmp.c_str(), final_path.c_str()) != 0) std::remove(tmp.c_str());
+}
+
+// The text of a debug dump: the graph, then a comment naming the text
+// form's version.
+std::string DebugIrText(const Graph& g) {
+  return internal::StrCat(PrintGraph(g), "// ember IR text version ", kIrTextVersion, "\n");
 }
 
 std::string DebugDir() {
@@ -298,7 +304,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   std::string debug_hash;
   if (!debug_dir.empty()) {
     debug_hash = HashGraph(given).ToString();
-    WriteAtomically(debug_dir, debug_hash + ".before.ir", PrintGraph(given));
+    WriteAtomically(debug_dir, debug_hash + ".before.ir", DebugIrText(given));
   }
   Graph optimized;
   const Graph* gp = &given;
@@ -309,7 +315,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     gp = &optimized;
   }
   const Graph& g = *gp;
-  if (!debug_dir.empty()) WriteAtomically(debug_dir, debug_hash + ".after.ir", PrintGraph(g));
+  if (!debug_dir.empty()) WriteAtomically(debug_dir, debug_hash + ".after.ir", DebugIrText(g));
   const bool cpu = options.backend == Backend::kCpu;
   const int n = g.num_nodes();
   const int num_params = static_cast<int>(g.parameters().size());

@@ -441,7 +441,8 @@ TEST(DebugDir, WritesBeforeAfterAndKernelSources) {
   ASSERT_TRUE(fs::exists(dir / (h + ".after.ir")));
   std::ifstream before(dir / (h + ".before.ir"));
   std::string text((std::istreambuf_iterator<char>(before)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(text, PrintGraph(g));
+  EXPECT_EQ(text,
+            PrintGraph(g) + "// ember IR text version " + std::to_string(kIrTextVersion) + "\n");
   int sources = 0, stray = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();

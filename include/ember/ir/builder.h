@@ -145,10 +145,13 @@ class GraphBuilder {
   NodeId GetTupleElement(NodeId t, int64_t index);
 
   // ---- fusion ----
-  // Calls `body` on `operands` (attribute kind=loop|input). Operand shapes
-  // must equal the body's parameter shapes in order; the body has exactly one
-  // output, whose shape is the result (multi-output fusion: a later tier).
-  NodeId Fusion(std::vector<NodeId> operands, std::shared_ptr<const Graph> body, FusionKind kind);
+  // Calls `body` on `operands` (attribute `kind`: the body's kind, from
+  // AnalyzeFusion (ember/ir/fusion_analysis.h) unless given; a given kind
+  // must be that one). Operand shapes must equal the body's parameter shapes
+  // in order; the body has exactly one output, whose shape is the result
+  // (multi-output fusion: a later tier).
+  NodeId Fusion(std::vector<NodeId> operands, std::shared_ptr<const Graph> body,
+                std::optional<FusionKind> kind = std::nullopt);
 
   // ---- graph interface ----
   void SetOutputs(std::vector<NodeId> outputs);

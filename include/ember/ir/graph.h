@@ -75,10 +75,11 @@ class Graph;
 // The deepest allowed nesting of fusion bodies (Graph::fusion_depth()).
 inline constexpr int kMaxFusionNesting = 64;
 
-// fusion's `kind` attribute: `loop` bodies hold only elementwise and data
-// movement ops; `input` bodies contain a reduce (fed by elementwise producers).
-enum class FusionKind : uint8_t { kLoop, kInput };
-std::string_view FusionKindName(FusionKind k);  // "loop", "input"
+// fusion's `kind` attribute: what the body computes and how a backend runs
+// it, decided by AnalyzeFusion (ember/ir/fusion_analysis.h, which defines
+// each kind).
+enum class FusionKind : uint8_t { kLoop, kInput, kRow, kScatter };
+std::string_view FusionKindName(FusionKind k);  // "loop", "input", "row", "scatter"
 std::optional<FusionKind> ParseFusionKind(std::string_view s);
 
 struct Node {
@@ -135,9 +136,9 @@ Status Verify(const Graph& g);
 
 // The fusion shape rule: `body` is non-null, its parameter shapes equal
 // `operands` in order, it has exactly one output whose shape is `result`
-// (multi-output fusion is a later tier), and `kind` agrees with it (`loop`:
-// no reduction op in the body, `input`: at least one reduce). Does not
-// verify the body itself. InvalidArgument naming the mismatch.
+// (multi-output fusion is a later tier), and `kind` is the body's kind
+// (AnalyzeFusion). Does not verify the body itself. InvalidArgument naming
+// the mismatch.
 Status CheckFusionBody(const std::vector<Shape>& operands, const Graph* body, const Shape& result,
                        const std::string& kind);
 

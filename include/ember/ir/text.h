@@ -20,6 +20,12 @@
 
 namespace ember {
 
+// Version of the text form, bumped when a text the previous version printed
+// may no longer parse or verify (docs/ir.md "Text form versions"). 2: the
+// fusion `kind` is the body's kind by AnalyzeFusion (loop|input|row|scatter);
+// version 1 printed kind=input for a row fusion.
+inline constexpr int kIrTextVersion = 2;
+
 std::string PrintGraph(const Graph& g);
 StatusOr<Graph> ParseGraph(std::string_view text);
 

@@ -16,6 +16,7 @@
 #include "codegen/cpu/f32_muladd.h"
 #include "codegen/cpu/prelude.h"
 #include "codegen/cpu/vector_math.h"
+#include "ember/ir/fusion_analysis.h"
 #include "ember/ir/text.h"
 
 namespace ember::codegen {
@@ -896,18 +897,17 @@ class KernelEmitter {
 
   // ---- row kernels ----
   //
-  // A kernel whose reductions all reduce the same innermost dims {k..r-1}
-  // of operands of one shape S (a "row" of K elements per outer index), and
-  // whose other values are consumed per row (elementwise ops of shape S or
-  // of the outer shape S[0..k), broadcast-in-dim of an outer-shaped value
-  // back to S along dims {0..k-1}), with outputs of shape S or the outer
-  // shape, runs as ONE phase over the rows: for each row, each reduction in
-  // node order is one pass over the row (its value a local scalar), then the
-  // row's outputs are written in one more pass. The row (K elements) stays
-  // in cache between passes, so the input is read from memory once
-  // (softmax: max pass, exp-sum pass, normalize pass). Values used by
-  // several passes are recomputed in each (the fusion cost model bounds
-  // this, fusion_cost.h). Chosen when there are at least kMinRowKernelRows rows.
+  // A row fusion (ember/ir/fusion_analysis.h: reductions over the same
+  // innermost dims {k..r-1} of operands of one shape S, everything computed
+  // from them consumed per row, outputs of shape S or the outer shape) runs
+  // as ONE phase over the rows: for each row, each reduction in node order is
+  // one pass over the row (its value a local scalar), then the row's outputs
+  // are written in one more pass. The row (K elements) stays in cache between
+  // passes, so the input is read from memory once (softmax: max pass,
+  // exp-sum pass, normalize pass). Values used by several passes are
+  // recomputed in each (the fusion cost model bounds this, fusion_cost.h).
+  // A row fusion of fewer than kMinRowKernelRows rows (too few to split
+  // across threads) runs as phases, like an input fusion.
   static constexpr int64_t kMinRowKernelRows = 8;
   // Row buffers (see RowPhaseBody) live on the stack: at most this many bytes.
   static constexpr int64_t kRowBufferBytes = 64 << 10;
@@ -939,67 +939,19 @@ class KernelEmitter {
     std::vector<NodeId> reduces;  // node order
   };
 
+  // The row plan when the kernel is a row fusion (AnalyzeFusion) of at
+  // least kMinRowKernelRows non-empty rows.
   RowPlan PlanRows() const {
     RowPlan rp;
-    std::vector<NodeId> reduces;
-    for (const Node& n : g_.nodes()) {
-      if (n.op == OpKind::kReduce) reduces.push_back(n.id);
-      if (n.op == OpKind::kScatter) return rp;  // needs a phase of its own
-    }
-    if (reduces.empty()) return rp;
-    const Shape& s0 = g_.node(g_.node(reduces[0]).operands[0]).shape;
-    const int r = s0.rank();
-    auto dims0 = g_.node(reduces[0]).attrs.GetInts("dimensions");
-    std::vector<int64_t> sorted0(dims0.begin(), dims0.end());
-    std::sort(sorted0.begin(), sorted0.end());
-    if (sorted0.empty() || sorted0.back() != r - 1) return rp;
-    const int k = r - static_cast<int>(sorted0.size());
-    if (k < 1) return rp;
-    for (size_t i = 0; i < sorted0.size(); ++i)
-      if (sorted0[i] != k + static_cast<int64_t>(i)) return rp;
-    const std::vector<int64_t> full = s0.dims();
-    const std::vector<int64_t> outer(full.begin(), full.begin() + k);
-    for (NodeId id : reduces) {
-      const Node& n = g_.node(id);
-      auto d = n.attrs.GetInts("dimensions");
-      std::vector<int64_t> sd(d.begin(), d.end());
-      std::sort(sd.begin(), sd.end());
-      if (g_.node(n.operands[0]).shape.dims() != full || sd != sorted0) return rp;
-    }
-    // Everything computed from a reduction must be consumed per row.
-    std::vector<bool> down(g_.num_nodes(), false);
-    std::vector<int64_t> canonical(k);
-    for (int i = 0; i < k; ++i) canonical[i] = i;
-    for (const Node& n : g_.nodes()) {
-      bool d = n.op == OpKind::kReduce;
-      for (NodeId o : n.operands) d = d || down[o];
-      if (!d) continue;
-      down[n.id] = true;
-      if (n.op == OpKind::kReduce) continue;
-      if (n.shape.is_tuple()) return rp;
-      const auto& dims = n.shape.dims();
-      if (n.op == OpKind::kBroadcastInDim) {
-        auto bd = n.attrs.GetInts("dimensions");
-        if (g_.node(n.operands[0]).shape.dims() != outer || dims != full ||
-            std::vector<int64_t>(bd.begin(), bd.end()) != canonical)
-          return rp;
-        continue;
-      }
-      if (!IsElementwise(n.op) || (dims != full && dims != outer)) return rp;
-    }
-    for (NodeId o : g_.outputs()) {
-      const Shape& s = g_.node(o).shape;
-      if (s.is_tuple() || (s.dims() != full && s.dims() != outer)) return rp;
-    }
-    int64_t rows = 1, K = 1;
-    for (int i = 0; i < r; ++i) (i < k ? rows : K) *= full[i];
-    if (rows < kMinRowKernelRows || K == 0) return rp;
+    const FusionAnalysis a = AnalyzeFusion(g_);
+    if (a.kind != FusionKind::kRow || a.row.rows < kMinRowKernelRows || a.row.row_length == 0)
+      return rp;
     rp.ok = true;
-    rp.k = k;
-    rp.full = full;
-    rp.rows = rows;
-    rp.K = K;
-    rp.reduces = reduces;
+    rp.k = a.row.outer_rank;
+    rp.full = a.row.shape;
+    rp.rows = a.row.rows;
+    rp.K = a.row.row_length;
+    rp.reduces = a.reduces;
     return rp;
   }
 

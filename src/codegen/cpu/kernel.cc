@@ -25,6 +25,12 @@ namespace {
 
 // Part of every cache key (kept in step with project(ember VERSION ...)).
 constexpr const char* kEmberVersion = "0.1.0";
+// Part of every cache key: bumped when the kernels generated for the same
+// graphs change without a version above changing, so that entries of an
+// older scheme are never looked up (docs/codegen.md "Disk cache"). 2: the
+// fusion kind from AnalyzeFusion (ember/ir/fusion_analysis.h) picks the row
+// plan.
+constexpr int kKernelCacheVersion = 2;
 
 // Most kernels CompileKernels puts into one translation unit: large enough to
 // spread the compiler's start-up and the prelude over many kernels, small
@@ -142,6 +148,7 @@ std::string KeyOf(const Target& t, const std::string& code) {
   };
   part("ember", kEmberVersion);
   part("abi", std::to_string(kKernelAbiVersion));
+  part("cache", std::to_string(kKernelCacheVersion));
   part("cxx", t.cxx);
   part("version", t.version);
   for (const auto& f : t.flags) part("flag", f);
