@@ -19,6 +19,30 @@ void check_not_forked() {
               "them to ember in the main process, or use the 'spawn' start method");
 }
 
+namespace {
+
+// Whether a call of a random op without a Generator argument (tagged
+// nondeterministic_seeded) draws random numbers, as eager's kernel for it does: only then
+// is it seeded from the device generator. Ops with a `train` (or `training`) flag draw
+// nothing with it false (native_dropout, the dropout family, RNNs); attention ops draw
+// nothing at a `dropout_p` of 0 (eager's CPU flash attention in an AOT forward).
+// native_dropout at p 0 in training does draw (eager's kernel samples a mask of
+// probability 1), so its `p` is not consulted. Seeding a call that draws nothing would
+// move the generator for no number, and torch.compile(backend="ember") refuses to replay
+// a graph that moved it ("the graph draws random numbers").
+bool call_draws(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
+  const auto& formals = schema.arguments();
+  for (size_t i = 0; i < formals.size() && i < args.size(); ++i) {
+    const std::string& name = formals[i].name();
+    const c10::IValue& a = args[i];
+    if (a.isBool() && !a.toBool() && (name == "train" || name == "training")) return false;
+    if (a.isDouble() && a.toDouble() == 0 && name == "dropout_p") return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   check_not_forked();
   const auto& schema = op.schema();
@@ -142,10 +166,11 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   }
 
   // A random op without a Generator argument draws from the default CPU generator at
-  // execution: seed it from the device generator so runs stay reproducible.
+  // execution: seed it from the device generator so runs stay reproducible, when this call
+  // draws at all (call_draws).
   bool has_gen = false;
   for (const auto& sp : node->specs) has_gen = has_gen || sp.kind == ArgKind::kGenerator;
-  if (!has_gen && op.hasTag(at::Tag::nondeterministic_seeded)) {
+  if (!has_gen && op.hasTag(at::Tag::nondeterministic_seeded) && call_draws(schema, args)) {
     auto pr = next_rng_pair(std::nullopt, draws);
     node->seeded_default = true;
     node->rng_seed = pr.first;

@@ -2,6 +2,7 @@
 
 import threading
 
+import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -44,6 +45,45 @@ def test_dropout_training_is_reproducible():
     close(a, b)
     kept = (a != 0).float().mean().item()
     assert 0.4 < kept < 0.6 and set(a.unique().tolist()) <= {0.0, 2.0}
+
+
+# Random ops without a Generator argument: whether a call draws (src/torch/trace.cpp,
+# call_draws). name -> (call on a tensor of 64 elements, its result depends on the draws)
+def _flash_cpu(x):
+    q = x.reshape(2, 2, 4, 4)
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q * 0.5, q + 1, 0.0)[0]
+
+
+RANDOM_CALLS = {
+    "native_dropout_train": (lambda x: torch.native_dropout(x, 0.5, True), True),
+    "native_dropout_eval": (lambda x: torch.native_dropout(x, 0.5, False), False),
+    "native_dropout_p0_train": (lambda x: torch.native_dropout(x, 0.0, True), False),
+    "native_dropout_p0_train_none": (lambda x: torch.native_dropout(x, 0.0, None), False),
+    "flash_attention_for_cpu_p0": (_flash_cpu, False),
+    "randn_like": (torch.randn_like, True),
+    "rand_like_no_elements": (lambda x: torch.rand_like(x[:0]), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_CALLS))
+def test_random_op_moves_the_ember_generator_when_eager_draws(name):
+    """A random call moves the ember generator exactly when eager's kernel moves the CPU
+    generator (eval dropout, attention at dropout_p 0 and empty draws do not), never
+    touches the CPU generator, and equals eager where its result does not depend on the
+    draws."""
+    fn, random_result = RANDOM_CALLS[name]
+    x = torch.randn(64)
+    cpu = torch.get_rng_state()
+    want = fn(x)
+    eager_draws = not torch.equal(torch.get_rng_state(), cpu)
+    ember.manual_seed(5)
+    before, cpu = ember.get_rng_state(), torch.get_rng_state()
+    got = fn(x.to(DEV))
+    got = [t.cpu() for t in got] if isinstance(got, tuple) else got.cpu()
+    assert torch.equal(torch.get_rng_state(), cpu), "ember moved the CPU generator"
+    assert (not torch.equal(ember.get_rng_state(), before)) == eager_draws
+    if not random_result:
+        close(got, want)
 
 
 def test_tracing_from_threads():
