@@ -65,11 +65,13 @@ from ._device_module import (  # noqa: E402
 from . import _hooks  # noqa: E402,F401  (optimizer-step sync)
 from . import serialization as _serialization  # noqa: E402
 from . import _storage  # noqa: E402
+from . import _fake  # noqa: E402  (FakeTensors of ember tensors)
 from . import dynamo  # noqa: E402  (torch.compile(backend="ember"))
 from . import _post_import  # noqa: E402
 
 _serialization.install()
 _storage.install()
+_fake.install()
 dynamo.install()
 
 

@@ -1,13 +1,25 @@
-"""Storage-level access to ember tensors raises a clear error.
+"""Storage-level access to ember tensors (docs/architecture.md, "Storage").
 
-An ember tensor's values live in the lazy runtime (a pending graph value, or a device
-buffer owned by the runtime), not in the tensor's storage: PyTorch's functionalization
-wrapper gives each ember tensor a storage object without addressable data. Metadata
-queries on it (``nbytes()``, ``size()``, ``device``, ``is_shared()``) work; every
-operation that needs the bytes (``t.untyped_storage().cpu()``, ``tolist()``, indexing,
-``copy_``, ``data_ptr()``, ``clone()``, deepcopy, pickling, ``t.storage()``) raises a
-``RuntimeError`` naming the tensor-level equivalent, instead of PyTorch's internal
-"invalid python storage" / device-mismatch errors.
+Every ember tensor has a storage, shared by its views as in eager: ``untyped_storage()``
+(identity: ``_cdata``), ``nbytes()``, ``size()`` and ``device`` are metadata and never
+sync. Byte-level access points the storage at the host bytes of its tensor's value,
+computing a pending value first (a sync counted as a value read):
+
+* ``Tensor.data_ptr()``, ``UntypedStorage.data_ptr()``: the bytes' address, stable while
+  the value lives (until the tensor is written);
+* ``cpu()``, ``tolist()``, indexing, iteration, ``to("cpu")``: copies of the bytes;
+* ``copy_()``, ``fill_()``, item assignment: write the bytes, as an in-place write of the
+  whole tensor would (every tensor on the storage sees it);
+* ``clone()``, ``copy.copy``/``copy.deepcopy``: a new ember storage with the same bytes;
+* ``Tensor.set_(storage, offset, size, stride)`` puts a tensor on the storage, as a view
+  of its base (``set_(tensor)`` is functionalization's own);
+* ``resize_(0)`` frees the bytes and ``resize_(full size)`` gives new ones to define by
+  the next write (FSDP2's pattern; C++ callers reach it through the device's resize hook).
+
+What cannot hold raises a ``RuntimeError`` naming the tensor-level path: pickling a
+storage, ``share_memory_()``, ``pin_memory()``, moving it to another device type, and
+``Tensor.storage()`` (a ``TypedStorage``, whose element access builds CPU tensors on a
+device storage).
 """
 
 import functools
@@ -15,38 +27,17 @@ import functools
 import torch
 
 _HINT = (
-    "ember: {what} is not supported for ember tensors: their values live in ember's lazy "
-    "runtime, not in an addressable storage. Use tensor-level access instead: "
-    "t.cpu() / t.tolist() / t.numpy() for values (t.cpu().untyped_storage() for a CPU "
-    "storage), t.clone() to copy, torch.save(t) / pickle / copy.deepcopy(t) to serialize."
+    "ember: {what} is not supported for ember tensors' storages. Use tensor-level access "
+    "instead: t.cpu() / t.tolist() / t.numpy() for values (t.cpu().untyped_storage() for "
+    "a CPU storage), t.clone() to copy, torch.save(t) / pickle / copy.deepcopy(t) to "
+    "serialize."
 )
 
-# UntypedStorage operations that need the storage's bytes.
-_DATA_METHODS = (
-    "__getitem__",
-    "__setitem__",
-    "__iter__",
-    "__copy__",
-    "__deepcopy__",
-    "__reduce__",
-    "copy_",
-    "data_ptr",
-    "clone",
-    "tolist",
-    "cpu",
-    "to",
-    "_to",
-    "fill_",
-    "pin_memory",
-    "share_memory_",
-    "resize_",
-    "byteswap",
-    "_byteswap",
-    "_write_file",
-    "mps",
-    "hpu",
-    "cuda",
-)
+
+def _C():
+    from ember import _C
+
+    return _C
 
 
 def _is_ember(storage) -> bool:
@@ -56,36 +47,200 @@ def _is_ember(storage) -> bool:
         return False
 
 
-def _guard(name, orig):
+def _bytes(storage):
+    """A CPU uint8 tensor over the storage's bytes (no copy)."""
+    if _is_ember(storage):
+        return _C().storage_bytes(storage)
+    return torch.empty(0, dtype=torch.uint8).set_(storage)
+
+
+def _write(storage, new_bytes):
+    _C().write_storage_bytes(storage, new_bytes.contiguous())
+
+
+# ---------------------------------------------------------------- ember implementations
+def _data_ptr(self):
+    return _C().storage_data_ptr(self)
+
+
+def _cpu(self):
+    return _C().storage_bytes(self).clone().untyped_storage()
+
+
+def _tolist(self):
+    return _C().storage_bytes(self).tolist()
+
+
+def _iter(self):
+    return iter(_tolist(self))
+
+
+def _getitem(self, idx):
+    if not isinstance(idx, int):
+        raise RuntimeError(  # noqa: TRY004 - eager takes slices; ember refuses them
+            _HINT.format(what="slicing an ember storage (a storage view of its bytes)")
+        )
+    return int(_C().storage_bytes(self)[idx])
+
+
+def _setitem(self, idx, value):
+    b = _C().storage_bytes(self).clone()
+    b[idx] = value
+    _write(self, b)
+
+
+def _copy_(self, src, non_blocking=None):
+    if self.nbytes() != src.nbytes():
+        raise RuntimeError(
+            f"ember: UntypedStorage.copy_(): sizes differ ({self.nbytes()} and "
+            f"{src.nbytes()} bytes)"
+        )
+    _write(self, _bytes(src).clone())
+    return self
+
+
+def _fill_(self, value):
+    _write(self, torch.full((self.nbytes(),), value, dtype=torch.uint8))
+    return self
+
+
+def _clone(self):
+    return _C().storage_bytes(self).to("ember").untyped_storage()
+
+
+def _to(self, *args, device=None, non_blocking=False, **kwargs):
+    target = device if device is not None else (args[0] if args else None)
+    target = torch.device(target) if target is not None else self.device
+    if target.type == "cpu":
+        return _cpu(self)
+    if target.type == "ember":
+        return self
+    raise RuntimeError(_HINT.format(what=f"UntypedStorage.to({target})"))
+
+
+def _resize_(self, nbytes):
+    _C().resize_storage_bytes(self, nbytes)
+    return self
+
+
+def _deepcopy(self, memo):
+    key = self._cdata
+    if key in memo:
+        return memo[key]
+    r = _clone(self)
+    memo[key] = r
+    return r
+
+
+# UntypedStorage methods with an ember meaning, and those that cannot have one.
+_EMBER_METHODS = {
+    "data_ptr": _data_ptr,
+    "cpu": _cpu,
+    "tolist": _tolist,
+    "__iter__": _iter,
+    "__getitem__": _getitem,
+    "__setitem__": _setitem,
+    "copy_": _copy_,
+    "fill_": _fill_,
+    "clone": _clone,
+    "to": _to,
+    "resize_": _resize_,
+    "__copy__": _clone,
+    "__deepcopy__": _deepcopy,
+}
+_REFUSED_METHODS = (
+    "__reduce__",
+    "_to",
+    "pin_memory",
+    "share_memory_",
+    "byteswap",
+    "_byteswap",
+    "_write_file",
+    "mps",
+    "hpu",
+    "cuda",
+)
+
+
+def _dispatch(name, orig, impl):
     @functools.wraps(orig)
     def method(self, *args, **kwargs):
         if _is_ember(self):
-            raise RuntimeError(_HINT.format(what=f"UntypedStorage.{name}()"))
+            if impl is None:
+                raise RuntimeError(_HINT.format(what=f"UntypedStorage.{name}()"))
+            return impl(self, *args, **kwargs)
+        if name == "copy_" and args and _is_ember(args[0]):
+            # cpu_storage.copy_(ember_storage): the ember storage's bytes.
+            return orig(self, _cpu(args[0]), *args[1:], **kwargs)
         return orig(self, *args, **kwargs)
 
     return method
+
+
+def _tensor_data_ptr(orig):
+    @functools.wraps(orig)
+    def data_ptr(self):
+        if self.device.type == "ember" and _C().is_functional(self):
+            return _C().tensor_data_ptr(self)
+        return orig(self)  # also ember FakeTensors and inner tensors: torch's own answer
+
+    return data_ptr
+
+
+def _tensor_set(orig):
+    @functools.wraps(orig)
+    def set_(self, source=None, storage_offset=0, size=None, stride=None):
+        if isinstance(source, torch.TypedStorage):
+            source = source._untyped_storage
+        if not (isinstance(source, torch.UntypedStorage) and _is_ember(source)):
+            args = [] if source is None else [source]
+            if size is not None:
+                args += [storage_offset, size] + ([] if stride is None else [stride])
+            return orig(self, *args)
+        base = _C().storage_tensor(source)
+        if base.dtype != self.dtype:
+            raise RuntimeError(
+                f"ember: Tensor.set_() of a {self.dtype} tensor on the storage of a "
+                f"{base.dtype} ember tensor: reinterpreting a storage's bytes as another "
+                "dtype is done with a view, e.g. base.view(dtype)"
+            )
+        if size is None:
+            size, storage_offset = (source.nbytes() // self.element_size(),), 0
+        if stride is None:
+            stride = torch._prims_common.make_contiguous_strides_for(size)
+        return orig(self, base.as_strided(size, stride, storage_offset))
+
+    return set_
 
 
 def _guard_tensor_storage(orig):
     @functools.wraps(orig)
     def storage(self, *args, **kwargs):
         if self.device.type == "ember":
-            raise RuntimeError(_HINT.format(what="Tensor.storage() (a TypedStorage)"))
+            raise RuntimeError(
+                _HINT.format(what="Tensor.storage() (a TypedStorage)")
+                + " t.untyped_storage() works (its data_ptr(), nbytes(), cpu(), resize_())."
+            )
         return orig(self, *args, **kwargs)
 
     return storage
 
 
+def _install(owner, name, wrapper):
+    orig = getattr(owner, name, None)
+    if orig is None or getattr(orig, "_ember_guard", False):
+        return
+    wrapped = wrapper(orig)
+    wrapped._ember_guard = True
+    setattr(owner, name, wrapped)
+
+
 def install():
     cls = torch.UntypedStorage
-    for name in _DATA_METHODS:
-        orig = getattr(cls, name, None)
-        if orig is None or getattr(orig, "_ember_guard", False):
-            continue
-        guarded = _guard(name, orig)
-        guarded._ember_guard = True
-        setattr(cls, name, guarded)
-    if not getattr(torch.Tensor.storage, "_ember_guard", False):
-        guarded = _guard_tensor_storage(torch.Tensor.storage)
-        guarded._ember_guard = True
-        torch.Tensor.storage = guarded
+    for name, impl in _EMBER_METHODS.items():
+        _install(cls, name, lambda orig, n=name, i=impl: _dispatch(n, orig, i))
+    for name in _REFUSED_METHODS:
+        _install(cls, name, lambda orig, n=name: _dispatch(n, orig, None))
+    _install(torch.Tensor, "data_ptr", _tensor_data_ptr)
+    _install(torch.Tensor, "set_", _tensor_set)
+    _install(torch.Tensor, "storage", _guard_tensor_storage)

@@ -18,10 +18,11 @@ the CPU tensor over the device buffer the program wrote). Input mutations (optim
 state updated in place) are functionalized by AOTAutograd, which copies the new values
 back into the CPU inputs after the call.
 
-Models already on the ember device (``model.to(ember.device())``) cannot be compiled:
-Dynamo reads its inputs' storage, which lazy tensors do not have, and raises ("Cannot
-access storage of EmberLazyTensorImpl") before this backend is reached; the tensors stay
-usable. Such models run on the lazy device as they are, without torch.compile.
+Models already on the ember device (``model.to(ember.device())``): Dynamo fakifies
+their tensors like any device's (ember/_fake.py), and a graph whose inputs are ember
+tensors runs its ATen ops on them directly: they are recorded on the lazy device like
+the model's own ops, and the results are ember tensors, pending until read, so the
+user's next ops join the same graph (no sync and no capture for such calls).
 
 Shapes. A graph Dynamo makes dynamic (automatic dynamic shapes after a shape change, or
 ``dynamic=True``) runs unchanged; Ember compiles one program per concrete shape set and
@@ -32,8 +33,8 @@ recompiles. Random ops (dropout) take their (seed, offset) from the ember genera
 (``ember.manual_seed``): results are reproducible under Ember's seed, not bit-equal to
 eager's CPU stream (Inductor's are not either).
 
-Unsupported: tensors on other devices (CUDA, meta) and tensor subclasses as inputs raise
-``EmberCompileError`` naming the input.
+Unsupported: tensors on other devices (CUDA, meta), CPU and ember tensors mixed in one
+graph, and tensor subclasses as inputs raise ``EmberCompileError`` naming the input.
 """
 
 from __future__ import annotations
@@ -161,18 +162,32 @@ class EmberGraph:
         self.captures = []  # (scalar inputs, CapturedProgram, output template)
         self.last_refusal = None
 
-    def _check(self, i, a):
+    def _check(self, i, a, allowed=("cpu",)):
         if type(a) is not torch.Tensor and type(a) is not torch.nn.Parameter:
             raise EmberCompileError(
                 f"torch.compile(backend='ember'): {self.kind} graph input {i} is a tensor "
-                f"subclass ({_describe(a)}); Ember runs plain CPU tensors only"
+                f"subclass ({_describe(a)}); Ember runs plain tensors only"
             )
-        if a.device.type != "cpu":
+        if a.device.type not in allowed and not (a.device.type == "cpu" and a.dim() == 0):
             raise EmberCompileError(
                 f"torch.compile(backend='ember'): {self.kind} graph input {i} is on "
-                f"{a.device} ({_describe(a)}); Ember takes CPU tensors (results come back "
-                f"on the CPU)"
+                f"{a.device} ({_describe(a)}); Ember takes the CPU tensors of a CPU model "
+                f"(results come back on the CPU) or the ember tensors of a model on ember "
+                f"(results stay on ember), not a mix"
             )
+
+    def _run_lazily(self, args):
+        """A graph of a model on ember: its ops are traced on the ember inputs, and the
+        results stay ember tensors (pending)."""
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                self._check(i, a, allowed=("ember",))
+        ins = list(args)
+        args.clear()
+        _counts["traces"] += 1
+        self.traces += 1
+        with torch.no_grad():
+            return self.gm(*ins)
 
     def __call__(self, *args):
         if len(args) == 1 and type(args[0]) is list:
@@ -181,6 +196,8 @@ class EmberGraph:
             args = list(args)  # the backward, called through Dynamo's disable() wrapper
         self.calls += 1
         _counts["calls"] += 1
+        if any(isinstance(a, torch.Tensor) and a.device.type == "ember" for a in args):
+            return self._run_lazily(args)
         tensors = [a if isinstance(a, torch.Tensor) else None for a in args]
         scalars = tuple(a for a, t in zip(args, tensors) if t is None)
         if replay:

@@ -184,6 +184,9 @@ class LazyTensorImpl : public c10::TensorImpl {
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const override;
   void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override;
+  // A storage of the tensor's size in bytes on the ember device, without data, made on
+  // first access (storage.cpp): FakeTensor describes inner tensors through it.
+  const c10::Storage& storage() const override;
 
  private:
   const char* tensorimpl_type_name() const override { return "EmberLazyTensorImpl"; }

@@ -12,6 +12,7 @@
 
 #include "bridge.h"
 #include "ember/runtime/buffer.h"
+#include "storage.h"
 
 namespace ember_torch {
 
@@ -288,7 +289,7 @@ struct EmberHooks final : at::PrivateUse1HooksInterface {
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex) const override { return 0; }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex) const override { return 0; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
-    TORCH_CHECK(false, "ember: resizing the storage of an ember tensor is not supported");
+    resize_storage_bytes(storage, newsize);
   }
 };
 

@@ -5,6 +5,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "bridge.h"
+#include "storage.h"
 
 namespace ember_torch {
 
@@ -238,6 +239,19 @@ void assign_state(const at::Tensor& dst, const at::Tensor& src) {
     d->state()->error = s->state()->error;
   }
   d->set_meta(s->meta());
+}
+
+// ---------------------------------------------------------------- storage (storage.h)
+std::vector<StatePtr> states_on_buffer(const c10::StorageImpl* buffer) {
+  std::vector<StatePtr> out, others;  // others: released after unlocking (~LazyState locks)
+  std::lock_guard<std::mutex> g(g_mu);
+  for (auto& kv : g_live) {
+    StatePtr s = kv.second.lock();
+    if (!s) continue;
+    bool on = s->data.defined() && s->data.storage().unsafeGetStorageImpl() == buffer;
+    (on ? out : others).push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace ember_torch

@@ -2,6 +2,7 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/Storage.h>
 #include <torch/extension.h>
 
 #include <unordered_map>
@@ -12,6 +13,7 @@
 #include "dtype_map.h"
 #include "graph_cache.h"
 #include "lower.h"
+#include "storage.h"
 
 namespace py = pybind11;
 using namespace ember_torch;
@@ -312,4 +314,42 @@ PYBIND11_MODULE(_C, m) {
         return materialize(in);
       },
       py::call_guard<py::gil_scoped_release>());
+
+  // Storages of ember tensors (storage.h; the UntypedStorage methods in
+  // ember/_storage.py call these).
+  m.def("is_ember_storage", [](py::handle s) {
+    return THPStorage_Check(s.ptr()) && is_ember_storage(THPStorage_Unpack(s.ptr()));
+  });
+  m.def("storage_data_ptr", [](py::handle s) {
+    c10::Storage st = THPStorage_Unpack(s.ptr());
+    py::gil_scoped_release nogil;
+    return reinterpret_cast<uintptr_t>(storage_data(st));
+  });
+  m.def("tensor_data_ptr", [](const at::Tensor& t) {
+    // Tensor.data_ptr() of an ember tensor: its storage's bytes at its offset.
+    py::gil_scoped_release nogil;
+    if (at::functionalization::impl::isFunctionalTensor(t)) at::functionalization::impl::sync(t);
+    auto* p = static_cast<char*>(storage_data(t.storage()));
+    return p ? reinterpret_cast<uintptr_t>(p + t.storage_offset() * t.element_size()) : 0;
+  });
+  m.def("storage_bytes", [](py::handle s) {
+    c10::Storage st = THPStorage_Unpack(s.ptr());
+    py::gil_scoped_release nogil;
+    return storage_bytes(st);
+  });
+  m.def("resize_storage_bytes", [](py::handle s, size_t nbytes) {
+    c10::Storage st = THPStorage_Unpack(s.ptr());
+    py::gil_scoped_release nogil;
+    resize_storage_bytes(st, nbytes);
+  });
+  m.def("storage_tensor", [](py::handle s) {
+    c10::Storage st = THPStorage_Unpack(s.ptr());
+    py::gil_scoped_release nogil;
+    return storage_tensor(st);
+  });
+  m.def("write_storage_bytes", [](py::handle s, const at::Tensor& bytes) {
+    c10::Storage st = THPStorage_Unpack(s.ptr());
+    py::gil_scoped_release nogil;
+    write_storage_bytes(st, bytes);
+  });
 }

@@ -14,6 +14,7 @@
 
 #include "bridge.h"
 #include "op_schema.h"
+#include "storage.h"
 
 namespace ember_torch {
 namespace {
@@ -146,6 +147,7 @@ at::Tensor& copy_functionalize(at::Tensor& self, const at::Tensor& src, bool non
     return self;
   }
   if (at::has_internal_overlap(self) == at::MemOverlap::Yes) at::assert_no_internal_overlap(self);
+  release_storage_data(self);  // the write gives it new bytes (storage.h)
   at::functionalization::impl::sync(self);
   at::Tensor self_ = at::functionalization::impl::from_functional_tensor(self);
   at::Tensor tmp;
@@ -321,6 +323,7 @@ void check_written_overlap(const c10::FunctionSchema& schema, const torch::jit::
   const size_t base = stack.size() - n;
   auto check = [&](const at::Tensor& t) {
     if (!t.defined() || t.device().type() != kDeviceType) return;
+    release_storage_data(t);  // the write gives it new bytes (storage.h)
     if (at::has_internal_overlap(t) != at::MemOverlap::Yes) return;
     TORCH_CHECK(!overlap_exempt_in_eager(schema.name()), "ember: ", schema.name(),
                 " writes into a tensor in which more than one element refers to the same memory "

@@ -1,0 +1,325 @@
+"""Ember tensors' storages (issue 24; docs/architecture.md, "Storage").
+
+Eager CPU is the oracle: storage identity of views, offsets, sizes in bytes and the
+bytes themselves; data pointers are checked against the bytes they address (ctypes)."""
+
+import copy
+import ctypes
+import pickle
+
+import pytest
+import torch
+
+import ember
+from conftest import DEV, close
+
+
+def _counters():
+    c = ember.metrics.counters()
+    return c["syncs"], c["value_reads"]
+
+
+def _bytes_at(ptr, n):
+    return list(ctypes.string_at(ptr, n))
+
+
+# Every view op, plus ops eager answers with a new storage (a copy) or with self.
+VIEWS = {
+    "view": lambda a: a.view(6, 4),
+    "view_flat": lambda a: a.view(-1),
+    "view_dtype": lambda a: a.view(torch.int32),
+    "reshape_view": lambda a: a.reshape(2, 12),
+    "reshape_copy": lambda a: a.t().reshape(-1),
+    "slice": lambda a: a[1:],
+    "slice_step": lambda a: a[::2, 1::2],
+    "slice_cols": lambda a: a[:, 2:5],
+    "select": lambda a: a[1],
+    "select_col": lambda a: a[..., 3],
+    "narrow": lambda a: a.narrow(1, 1, 3),
+    "t": lambda a: a.t(),
+    "T": lambda a: a.T,
+    "mT": lambda a: a.mT,
+    "transpose": lambda a: a.transpose(0, 1),
+    "swapaxes": lambda a: a.swapaxes(0, 1),
+    "permute": lambda a: a.permute(1, 0),
+    "movedim": lambda a: a.movedim(0, 1),
+    "unsqueeze": lambda a: a.unsqueeze(0),
+    "squeeze": lambda a: a.unsqueeze(1).squeeze(1),
+    "expand": lambda a: a[:1].expand(3, 6),
+    "expand_as": lambda a: a[:, :1].expand_as(a),
+    "diagonal": lambda a: a.diagonal(),
+    "diagonal_offset": lambda a: a.diagonal(1),
+    "as_strided": lambda a: a.as_strided((2, 2), (6, 1), 3),
+    "unfold": lambda a: a.unfold(1, 2, 2),
+    "split": lambda a: a.split(2)[1],
+    "split_sizes": lambda a: a.split([1, 3])[1],
+    "chunk": lambda a: a.chunk(3, 1)[2],
+    "unbind": lambda a: a.unbind(0)[3],
+    "tensor_split": lambda a: a.tensor_split(3, dim=1)[1],
+    "detach": lambda a: a.detach(),
+    "alias": lambda a: torch.ops.aten.alias(a),
+    "flatten": lambda a: a.flatten(),
+    "unflatten": lambda a: a.unflatten(1, (2, 3)),
+    "view_as": lambda a: a.view_as(torch.empty(3, 8)),
+    "contiguous_self": lambda a: a.contiguous(),
+    "contiguous_copy": lambda a: a.t().contiguous(),
+    "clone": lambda a: a.clone(),
+    "to_dtype": lambda a: a.to(torch.float64),
+    "chained": lambda a: a[1:].t()[2:].unsqueeze(0),
+}
+
+
+def _storage_facts(base, v):
+    """What eager and ember must agree on: storage identity, offsets, bytes."""
+    same = v.untyped_storage()._cdata == base.untyped_storage()._cdata
+    facts = {
+        "same_storage": same,
+        "storage_offset": v.storage_offset(),
+        "nbytes": v.untyped_storage().nbytes(),
+        "stride": v.stride(),
+    }
+    if same:
+        facts["data_ptr_delta"] = v.data_ptr() - base.data_ptr()
+    facts["bytes"] = v.untyped_storage().cpu().tolist()
+    return facts
+
+
+@pytest.mark.parametrize("pending", [False, True], ids=["data", "pending"])
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_views_share_storage_as_in_eager(name, pending):
+    a = torch.arange(24.0).reshape(4, 6)
+    b = a.to(DEV)
+    if pending:
+        b = b * 1  # a pending value: the view is traced, the storage is metadata
+    want = _storage_facts(a, VIEWS[name](a))
+    got = _storage_facts(b, VIEWS[name](b))
+    assert got == want
+
+
+def test_complex_views_share_storage_as_in_eager():
+    a = torch.randn(3, 4, dtype=torch.complex64)
+    b = a.to(DEV)
+    for f in (torch.view_as_real, lambda t: t.real, lambda t: t.imag):
+        assert _storage_facts(b, f(b)) == _storage_facts(a, f(a))
+
+
+def test_metadata_never_syncs():
+    t = torch.randn(4, 6).to(DEV) * 2
+    syncs, reads = _counters()
+    s = t.untyped_storage()
+    assert s.nbytes() == 96 and s.size() == 96 and s.device.type == "ember"
+    assert t[1:].untyped_storage()._cdata == s._cdata
+    assert t.t().untyped_storage()._cdata == s._cdata
+    assert t.storage_offset() == 0 and t[1:].storage_offset() == 6
+    assert (t + 1).untyped_storage()._cdata != s._cdata
+    assert ember._C.is_pending(t)
+    assert _counters() == (syncs, reads)
+
+
+BYTE_ACCESS = {
+    "tensor_data_ptr": lambda t: t.data_ptr(),
+    "view_data_ptr": lambda t: t[1:].data_ptr(),
+    "storage_data_ptr": lambda t: t.untyped_storage().data_ptr(),
+    "cpu": lambda t: t.untyped_storage().cpu(),
+    "tolist": lambda t: t.untyped_storage().tolist(),
+    "getitem": lambda t: t.untyped_storage()[3],
+    "iter": lambda t: list(t.untyped_storage()),
+    "to_cpu": lambda t: t.untyped_storage().to("cpu"),
+}
+
+
+@pytest.mark.parametrize("name", list(BYTE_ACCESS))
+def test_byte_access_of_a_pending_tensor_is_a_counted_value_read(name):
+    x = torch.randn(4, 6)
+    t = x.to(DEV) * 2
+    ember.sync()
+    t = t + 1  # pending
+    syncs, reads = _counters()
+    BYTE_ACCESS[name](t)
+    assert _counters() == (syncs + 1, reads + 1)
+    assert not ember._C.is_pending(t)
+    # a second access of the now materialized value neither syncs nor counts
+    BYTE_ACCESS[name](t)
+    assert _counters() == (syncs + 1, reads + 1)
+    assert t.untyped_storage().tolist() == (x * 2 + 1).untyped_storage().tolist()
+
+
+def test_data_ptr_points_at_the_bytes_and_is_stable_across_syncs():
+    x = torch.randn(8, 4)
+    t = x.to(DEV) * 3
+    p = t.data_ptr()
+    assert p != 0 and p % 16 == 0
+    assert _bytes_at(p, 128) == (x * 3).untyped_storage().tolist()
+    assert t.untyped_storage().data_ptr() == p
+    assert t[2:].data_ptr() == p + 2 * 4 * 4
+    assert t.t().data_ptr() == p
+    for _ in range(3):
+        u = t * 2 + 1  # other work on and beside it
+        ember.sync()
+        assert t.data_ptr() == p and t.untyped_storage().data_ptr() == p
+    close(u, x * 6 + 1)
+    assert _bytes_at(p, 128) == (x * 3).untyped_storage().tolist()
+
+
+def test_a_write_gives_the_storage_the_new_bytes():
+    x = torch.randn(6)
+    t = x.to(DEV)
+    s = t.untyped_storage()
+    s.data_ptr()
+    t.add_(1)
+    v = t[2:]
+    v.mul_(2)
+    want = x.clone()
+    want.add_(1)
+    want[2:].mul_(2)
+    assert s.tolist() == want.untyped_storage().tolist()
+    assert _bytes_at(t.data_ptr(), 24) == want.untyped_storage().tolist()
+    assert t.untyped_storage()._cdata == s._cdata == v.untyped_storage()._cdata
+
+
+def test_a_write_lets_the_storage_release_the_old_bytes():
+    t = torch.randn(256, 256).to(DEV)
+    ember.sync()
+    s = t.untyped_storage()
+    s.data_ptr()  # the storage now points at (and holds) the buffer
+    before = ember.memory_allocated()
+    for _ in range(3):
+        t.add_(1)
+        ember.sync()
+        # the old buffer was freed (not held by the storage until its next access)
+        assert ember.memory_allocated() <= before
+        s.data_ptr()
+
+
+def test_storage_writes_reach_every_tensor_on_the_storage():
+    a = torch.arange(12.0).reshape(3, 4)
+    b = a.to(DEV)
+    va, vb = a[1:], b[1:]
+    ember.sync()
+    ops = [
+        lambda s: s.fill_(0),
+        lambda s: s.__setitem__(5, 63),
+        lambda s: s.__setitem__(slice(8, 12), 64),
+        lambda s: s.copy_(torch.arange(12.0).flip(0).untyped_storage()),
+        lambda s: s.copy_(torch.full((3, 4), 2.5).to(DEV).untyped_storage()),
+    ]
+    for op in ops:
+        op(a.untyped_storage())
+        op(b.untyped_storage())
+        close(b, a)
+        close(vb, va)
+        close(b * 1, a * 1)
+        assert b.untyped_storage().tolist() == a.untyped_storage().tolist()
+
+
+def test_cpu_storage_copy_from_an_ember_storage():
+    x = torch.randn(5)
+    t = x.to(DEV) * 2
+    c = torch.zeros(5)
+    c.untyped_storage().copy_(t.untyped_storage())
+    close(c, x * 2)
+
+
+def test_clone_and_deepcopy_make_new_ember_storages():
+    x = torch.randn(6)
+    t = x.to(DEV) * 2
+    s = t.untyped_storage()
+    for c in (s.clone(), copy.deepcopy(s), copy.copy(s)):
+        assert c.device.type == "ember" and c._cdata != s._cdata
+        assert c.tolist() == (x * 2).untyped_storage().tolist()
+    close(t, x * 2)
+
+
+@pytest.mark.parametrize("pending", [False, True], ids=["data", "pending"])
+def test_resize_to_zero_and_back_frees_and_reallocates(pending):
+    from torch.distributed.fsdp._fully_shard._fsdp_param import alloc_storage, free_storage
+
+    x = torch.randn(256, 256)
+    p = torch.nn.Parameter(x.to(DEV))
+    if pending:
+        with torch.no_grad():
+            p.mul_(1)
+    else:
+        ember.sync()
+    s = p.untyped_storage()
+    n = s.nbytes()
+    assert n == 256 * 256 * 4
+    before = ember.memory_allocated()
+    free_storage(p)  # FSDP2's: untyped_storage().resize_(0)
+    assert s.size() == 0 and p.untyped_storage().nbytes() == 0 and s.data_ptr() == 0
+    if not pending:
+        # freed at once; a pending value computed from the bytes (p.mul_ here) keeps them
+        # until that tensor is next used (docs/architecture.md, "Storage")
+        assert ember.memory_allocated() <= before - n
+    with pytest.raises(RuntimeError, match="resized to 0 bytes"):
+        p.cpu()
+    assert p.shape == (256, 256) and p.stride() == (256, 1)  # metadata stays
+    alloc_storage(p)  # FSDP2's: resize_(numel * itemsize)
+    assert s.size() == n and s.data_ptr() != 0
+    y = torch.randn(256, 256)
+    with torch.no_grad():
+        p.copy_(y.to(DEV))  # the next write defines the bytes
+    close(p, y)
+    close(p * 2 + 1, y * 2 + 1)
+    assert s.tolist() == y.untyped_storage().tolist()
+
+
+def test_resize_to_another_size_raises_clearly():
+    t = torch.randn(8).to(DEV)
+    with pytest.raises(RuntimeError, match=r"resize_\(16\).*0 bytes.*32 bytes"):
+        t.untyped_storage().resize_(16)
+    close(t, t.cpu())
+    assert t.untyped_storage().nbytes() == 32
+
+
+def test_donation_never_takes_bytes_a_held_storage_points_at():
+    old = ember.config.donate_buffers
+    ember.config.donate_buffers = True
+    try:
+
+        def run(hold):
+            x = torch.randn(64)
+            w = x.to(DEV)
+            ember.sync()
+            s = w.untyped_storage() if hold else None
+            ptr = s.data_ptr() if hold else None
+            y = w * 2  # same shape: w's buffer could take y
+            del w
+            d0 = ember.metrics.counters()["donated_buffers"]
+            ember.sync()
+            close(y, x * 2)
+            if hold:
+                assert s.tolist() == x.untyped_storage().tolist()
+                assert _bytes_at(ptr, 256) == x.untyped_storage().tolist()
+            return ember.metrics.counters()["donated_buffers"] - d0
+
+        assert run(hold=True) == 0
+        # control: without the held storage the buffer is donated
+        assert run(hold=False) == 1
+    finally:
+        ember.config.donate_buffers = old
+
+
+REFUSED = {
+    "pickle": lambda s: pickle.dumps(s),
+    "share_memory_": lambda s: s.share_memory_(),
+    "pin_memory": lambda s: s.pin_memory(),
+    "slice": lambda s: s[1:3],
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_storage_ops_that_cannot_hold_raise_clearly(name):
+    t = torch.arange(6.0).to(DEV) * 2
+    with pytest.raises(RuntimeError, match=r"ember: .* not supported .*t\.cpu\(\)"):
+        REFUSED[name](t.untyped_storage())
+    close(t, torch.arange(6.0) * 2)
+
+
+def test_typed_storage_raises_clearly_and_cpu_storages_are_untouched():
+    t = torch.arange(6.0).to(DEV)
+    with pytest.raises(RuntimeError, match="Tensor.storage"):
+        t.storage()
+    c = torch.arange(3.0)
+    assert c.untyped_storage().cpu().nbytes() == 12 and len(c.storage()) == 3
+    assert c.data_ptr() == c.untyped_storage().data_ptr() != 0
