@@ -16,10 +16,9 @@ computing a pending value first (a sync counted as a value read):
 * ``resize_(0)`` frees the bytes and ``resize_(full size)`` gives new ones to define by
   the next write (FSDP2's pattern; C++ callers reach it through the device's resize hook).
 
-What cannot hold raises a ``RuntimeError`` naming the tensor-level path: pickling a
-storage, ``share_memory_()``, ``pin_memory()``, moving it to another device type, and
-``Tensor.storage()`` (a ``TypedStorage``, whose element access builds CPU tensors on a
-device storage).
+``Tensor.storage()`` (a ``TypedStorage``) works through these. What cannot hold raises a
+``RuntimeError`` naming the tensor-level path: pickling a storage, ``share_memory_()``,
+``pin_memory()``, slicing a storage, moving it to another device type.
 """
 
 import functools
@@ -213,19 +212,6 @@ def _tensor_set(orig):
     return set_
 
 
-def _guard_tensor_storage(orig):
-    @functools.wraps(orig)
-    def storage(self, *args, **kwargs):
-        if self.device.type == "ember":
-            raise RuntimeError(
-                _HINT.format(what="Tensor.storage() (a TypedStorage)")
-                + " t.untyped_storage() works (its data_ptr(), nbytes(), cpu(), resize_())."
-            )
-        return orig(self, *args, **kwargs)
-
-    return storage
-
-
 def _install(owner, name, wrapper):
     orig = getattr(owner, name, None)
     if orig is None or getattr(orig, "_ember_guard", False):
@@ -243,4 +229,3 @@ def install():
         _install(cls, name, lambda orig, n=name: _dispatch(n, orig, None))
     _install(torch.Tensor, "data_ptr", _tensor_data_ptr)
     _install(torch.Tensor, "set_", _tensor_set)
-    _install(torch.Tensor, "storage", _guard_tensor_storage)

@@ -316,10 +316,35 @@ def test_storage_ops_that_cannot_hold_raise_clearly(name):
     close(t, torch.arange(6.0) * 2)
 
 
-def test_typed_storage_raises_clearly_and_cpu_storages_are_untouched():
-    t = torch.arange(6.0).to(DEV)
-    with pytest.raises(RuntimeError, match="Tensor.storage"):
-        t.storage()
+TYPED = {
+    "size": lambda t: t.storage().size(),
+    "len": lambda t: len(t.storage()),
+    "dtype": lambda t: t.storage().dtype,
+    "nbytes": lambda t: t.storage().nbytes(),
+    "view_size": lambda t: t[2:].storage().size(),
+    "data_ptr_is_tensor's": lambda t: t.storage().data_ptr() == t.data_ptr(),
+    "tolist": lambda t: t.storage().tolist(),
+    "getitem": lambda t: t.storage()[2],
+    "cpu": lambda t: t.storage().cpu().tolist(),
+}
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+def test_typed_storage_equals_eager():
+    a = torch.arange(6.0)
+    b = a.to(DEV) * 1
+    for name, f in TYPED.items():
+        assert f(b) == f(a), name
+    for t in (a, b):
+        s = t.storage()
+        s[1] = 42
+        s[4:] = 7
+    close(b, a)
+
+
+def test_cpu_storages_are_untouched():
     c = torch.arange(3.0)
-    assert c.untyped_storage().cpu().nbytes() == 12 and len(c.storage()) == 3
+    assert c.untyped_storage().cpu().nbytes() == 12 and len(c.untyped_storage()) == 12
     assert c.data_ptr() == c.untyped_storage().data_ptr() != 0
+    d = torch.empty(0).set_(c.untyped_storage(), 1, (2,), (1,))
+    close(d, c[1:])
