@@ -43,6 +43,13 @@ from . import _device_module  # noqa: E402
 from . import config  # noqa: E402
 from . import data  # noqa: E402
 from . import metrics  # noqa: E402
+from .memory import (  # noqa: E402
+    max_memory_allocated,
+    memory_allocated,
+    memory_stats,
+    memory_summary,
+    reset_peak_memory_stats,
+)
 
 if _torch._C._get_privateuse1_backend_name() != "ember":
     _torch.utils.rename_privateuse1_backend("ember")
@@ -68,11 +75,13 @@ from . import _storage  # noqa: E402
 from . import _fake  # noqa: E402  (FakeTensors of ember tensors)
 from . import dynamo  # noqa: E402  (torch.compile(backend="ember"))
 from . import _post_import  # noqa: E402
+from . import checkpoint  # noqa: E402  (torch.utils.checkpoint's recompute kept apart)
 
 _serialization.install()
 _storage.install()
 _fake.install()
 dynamo.install()
+checkpoint.install()
 
 
 def _register_lightning(package):
@@ -108,19 +117,6 @@ def sync() -> None:
     _C.sync("ember.sync()")
 
 
-def memory_allocated(device=None) -> int:
-    """Bytes of device memory held by ember tensors and pending graphs."""
-    return _C.memory_allocated()
-
-
-def max_memory_allocated(device=None) -> int:
-    return _C.max_memory_allocated()
-
-
-def reset_peak_memory_stats(device=None) -> None:
-    _C.reset_peak_memory_stats()
-
-
 def pending_graph() -> str:
     """The lazy IR that the next sync would run (for debugging)."""
     return _C.pending_graph_text()
@@ -134,6 +130,8 @@ __all__ = [
     "memory_allocated",
     "max_memory_allocated",
     "reset_peak_memory_stats",
+    "memory_stats",
+    "memory_summary",
     "manual_seed",
     "manual_seed_all",
     "seed",

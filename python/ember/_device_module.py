@@ -1,9 +1,17 @@
 """The module torch looks up by name for the ``ember`` device
-(``torch._register_device_module``): device count, RNG, AMP dtypes."""
+(``torch._register_device_module``): device count, RNG, AMP dtypes, memory statistics."""
 
 import torch
 
 from . import _C
+from .memory import (  # noqa: F401  (torch.ember.memory_allocated(), ...)
+    max_memory_allocated,
+    memory_allocated,
+    memory_stats,
+    memory_summary,
+    reset_max_memory_allocated,
+    reset_peak_memory_stats,
+)
 
 
 def is_available() -> bool:
@@ -26,6 +34,11 @@ def set_device(device) -> None:
 
 def synchronize(device=None) -> None:
     _C.sync("ember.synchronize()")
+
+
+# torch.utils.checkpoint stashes and restores a device's RNG state only when its module
+# says it is initialized; ember's generator exists from import on.
+_initialized = True
 
 
 def is_initialized() -> bool:

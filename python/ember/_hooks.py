@@ -75,11 +75,15 @@ def _on_calling_thread(run, *args, **kwargs):
 @functools.wraps(_orig_backward)
 def _backward(tensors, *args, **kwargs):
     on_ember = _on_ember(tensors)
+    # A backward started inside another one (reentrant checkpointing recomputes and
+    # differentiates its region from the outer backward) is part of that backward's
+    # work, not a micro-batch of its own.
+    nested = torch._C._current_graph_task_id() != -1
     if on_ember:
         out = _on_calling_thread(_orig_backward, tensors, *args, **kwargs)
     else:
         out = _orig_backward(tensors, *args, **kwargs)
-    if config.sync_on_accumulate and on_ember:
+    if config.sync_on_accumulate and on_ember and not nested:
         generation = _C.sync_generation()
         with _accumulate_lock:
             pending_earlier = _last_backward_sync[0] == generation

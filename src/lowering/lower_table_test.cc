@@ -489,6 +489,19 @@ const std::multimap<std::string, Sample>& Samples() {
       {"aten::randint", {"I:10 L:2,3 N O O O RNG", "s64[2,3]"}},
       {"aten::randint.low", {"I:-5 I:5 L:4 N O O O RNG", "s64[4]"}},
       {"aten::randint.low", {"I:5 I:5 L:4 N O O O RNG", "s64[4]", true}},
+      // ---- GradScaler (amp.cc) and the checkpoint barrier (barrier.cc) ----
+      {"aten::_amp_foreach_non_finite_check_and_unscale",
+       {"TL:f32[2,3]|bf16[4]|f16[] T:f32[] T:f32[]", "f32[2,3];bf16[4];f16[];f32[]"}},
+      {"aten::_amp_foreach_non_finite_check_and_unscale",
+       {"TL:f32[2] T:f32[1] T:f32[1]", "f32[2];f32[1]"}},
+      {"aten::_amp_foreach_non_finite_check_and_unscale",
+       {"TL:s32[2] T:f32[] T:f32[]", "s32[2];f32[]", true}},
+      {"aten::_amp_update_scale", {"T:f32[] T:s32[] T:f32[] S:f S:f I:2000", "f32[];s32[]"}},
+      {"aten::_amp_update_scale", {"T:f32[1] T:s32[1] T:f32[1] S:f S:f I:2", "f32[1];s32[1]"}},
+      {"aten::_amp_update_scale", {"T:f64[] T:s32[] T:f32[] S:f S:f I:2", "f64[];s32[]", true}},
+      {"ember::optimization_barrier",
+       {"TL:f32[2,3]|s64[4]|c64[2] TL:f32[1]", "f32[2,3];s64[4];c64[2]"}},
+      {"ember::optimization_barrier", {"TL:bf16[5] TL:", "bf16[5]"}},
   };
   return *m;
 }

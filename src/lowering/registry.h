@@ -21,5 +21,7 @@ void RegisterForeach(LoweringTable& t);       // foreach.cc
 void RegisterRandom(LoweringTable& t);        // random.cc
 void RegisterPooling(LoweringTable& t);       // pooling.cc
 void RegisterAttention(LoweringTable& t);     // attention.cc
+void RegisterAmp(LoweringTable& t);           // amp.cc
+void RegisterBarrier(LoweringTable& t);       // barrier.cc
 
 }  // namespace ember::lowering

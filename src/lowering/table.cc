@@ -38,6 +38,8 @@ const LoweringTable& LoweringTable::Get() {
     RegisterRandom(*t);
     RegisterPooling(*t);
     RegisterAttention(*t);
+    RegisterAmp(*t);
+    RegisterBarrier(*t);
     return t;
   }();
   return *table;

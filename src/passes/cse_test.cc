@@ -172,5 +172,57 @@ graph main(%p0: f32[2]) {
 })");
 }
 
+// Activation checkpointing in one program (python/ember/checkpoint.py): the forward
+// computes t = tanh(x * w) and drops it; the backward recomputes it from x read
+// through a barrier anchored to the incoming gradient g. Without the barrier CSE
+// merges the recompute into the forward (the forward's t then lives until the
+// backward: no memory saved); with it both stay.
+constexpr const char* kRecomputeWithoutBarrier = R"(
+graph main(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+  %x = f32[4,8] parameter(0)
+  %w = f32[4,8] parameter(1)
+  %g = f32[4,8] parameter(2)
+  %h = f32[4,8] multiply(%x, %w)
+  %t = f32[4,8] tanh(%h)
+  %gg = f32[4,8] multiply(%g, %g)
+  %hr = f32[4,8] multiply(%x, %w)
+  %tr = f32[4,8] tanh(%hr)
+  %d = f32[4,8] multiply(%gg, %tr)
+  ROOT (%t, %d)
+})";
+
+TEST(Cse, MergesACheckpointRecomputeWithoutABarrier) {
+  ExpectCse(kRecomputeWithoutBarrier, R"(
+graph main(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+  %x = f32[4,8] parameter(0)
+  %w = f32[4,8] parameter(1)
+  %g = f32[4,8] parameter(2)
+  %h = f32[4,8] multiply(%x, %w)
+  %t = f32[4,8] tanh(%h)
+  %gg = f32[4,8] multiply(%g, %g)
+  %d = f32[4,8] multiply(%gg, %t)
+  ROOT (%t, %d)
+})");
+}
+
+TEST(Cse, KeepsACheckpointRecomputeBehindItsAnchoredBarrier) {
+  ExpectNoCse(R"(
+graph main(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+  %x = f32[4,8] parameter(0)
+  %w = f32[4,8] parameter(1)
+  %g = f32[4,8] parameter(2)
+  %h = f32[4,8] multiply(%x, %w)
+  %t = f32[4,8] tanh(%h)
+  %gg = f32[4,8] multiply(%g, %g)
+  %a = f32[1,1] slice(%gg), start={0,0}, limit={1,1}, stride={1,1}
+  %b = (f32[4,8], f32[1,1]) optimization-barrier(%x, %a)
+  %xr = f32[4,8] get-tuple-element(%b), index=0
+  %hr = f32[4,8] multiply(%xr, %w)
+  %tr = f32[4,8] tanh(%hr)
+  %d = f32[4,8] multiply(%gg, %tr)
+  ROOT (%t, %d)
+})");
+}
+
 }  // namespace
 }  // namespace ember::passes

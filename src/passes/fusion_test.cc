@@ -877,5 +877,77 @@ TEST(FusionTest, CpuPipelineRunsDefaultPassesThenFusion) {
   ExpectSameValues(before, g);
 }
 
+TEST(FusionTest, ACheckpointRecomputeFusesApartFromTheForward) {
+  // Forward t = tanh(x * w); backward anchor a = slice(g * g); recompute
+  // tanh(gte(barrier(x, a)) * w) * (g * g). The forward and the recompute are
+  // separate fusions; the barrier and its get-tuple-elements stay outside every
+  // fusion, and the recompute's fusion reads the barrier's output, not x.
+  ExpectFusion(
+      R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] parameter(2)
+  %3 = f32[4,8] multiply(%0, %1)
+  %4 = f32[4,8] tanh(%3)
+  %5 = f32[4,8] multiply(%2, %2)
+  %6 = f32[1,1] slice(%5), start={0,0}, limit={1,1}, stride={1,1}
+  %7 = (f32[4,8], f32[1,1]) optimization-barrier(%0, %6)
+  %8 = f32[4,8] get-tuple-element(%7), index=0
+  %9 = f32[4,8] multiply(%8, %1)
+  %10 = f32[4,8] tanh(%9)
+  %11 = f32[4,8] multiply(%5, %10)
+  ROOT (%4, %11)
+}
+)",
+      R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] parameter(2)
+  %3 = f32[4,8] fusion(%0, %1), calls=fused_mul_tanh_0, kind=loop
+  %4 = f32[4,8] fusion(%2), calls=fused_mul_1, kind=loop
+  %5 = f32[1,1] fusion(%4), calls=fused_slice_2, kind=loop
+  %6 = (f32[4,8], f32[1,1]) optimization-barrier(%0, %5)
+  %7 = f32[4,8] get-tuple-element(%6), index=0
+  %8 = f32[4,8] fusion(%7, %1, %4), calls=fused_mul_tanh_3, kind=loop
+  ROOT (%3, %8)
+}
+
+graph fused_mul_tanh_0(%p0: f32[4,8], %p1: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] multiply(%0, %1)
+  %3 = f32[4,8] tanh(%2)
+  ROOT (%3)
+}
+
+graph fused_mul_1(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] multiply(%0, %0)
+  ROOT (%1)
+}
+
+graph fused_slice_2(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[1,1] slice(%0), limit={1,1}, start={0,0}, stride={1,1}
+  ROOT (%1)
+}
+
+graph fused_mul_tanh_3(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] parameter(2)
+  %3 = f32[4,8] multiply(%0, %1)
+  %4 = f32[4,8] tanh(%3)
+  %5 = f32[4,8] multiply(%2, %4)
+  ROOT (%5)
+}
+)",
+      {"refuse %8 -> %9: nothing fuses across an optimization-barrier (optimization-barrier %7)",
+       "refuse %5 -> %11: multiply %5 has 2 users; only constant, iota, broadcast-in-dim, reshape "
+       "and convert are duplicated",
+       "refuse %5 -> %6: multiply %5 has 2 users; only constant, iota, broadcast-in-dim, reshape "
+       "and convert are duplicated"});
+}
+
 }  // namespace
 }  // namespace ember::passes

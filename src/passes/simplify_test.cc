@@ -1002,5 +1002,22 @@ graph main(%p0: f32[2], %p1: f32[2]) {
 })");
 }
 
+TEST(Simplify, KeepsACheckpointBarrierAndItsAnchor) {
+  // The checkpoint's barrier over (input, anchor) (python/ember/checkpoint.py): no
+  // rule reads through either element (gte-of-tuple is for tuples only), and the
+  // anchor slice, read only by the barrier, stays.
+  ExpectNotSimplified(R"(
+graph main(%p0: f32[4,8], %p1: f32[4,8]) {
+  %x = f32[4,8] parameter(0)
+  %g = f32[4,8] parameter(1)
+  %a = f32[1,1] slice(%g), start={0,0}, limit={1,1}, stride={1,1}
+  %b = (f32[4,8], f32[1,1]) optimization-barrier(%x, %a)
+  %xr = f32[4,8] get-tuple-element(%b), index=0
+  %ar = f32[1,1] get-tuple-element(%b), index=1
+  %n = f32[4,8] negate(%xr)
+  ROOT (%n, %ar)
+})");
+}
+
 }  // namespace
 }  // namespace ember::passes

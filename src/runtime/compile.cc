@@ -34,6 +34,7 @@
 #include "ember/passes/pass.h"
 #include "ember/runtime/executable.h"
 #include "ir/log.h"
+#include "passes/barrier_expansion.h"
 #include "passes/buffer_assignment.h"
 
 namespace ember {
@@ -313,6 +314,13 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     const Pipeline pipeline = options.backend == Backend::kCpu ? CpuPipeline() : DefaultPipeline();
     EMBER_RETURN_IF_ERROR(pipeline.Run(optimized).status());
     gp = &optimized;
+  }
+  // Optimization barriers have kept the passes apart; at run time they are free
+  // (src/passes/barrier_expansion.h).
+  if (options.optimize && std::any_of(gp->nodes().begin(), gp->nodes().end(), [](const Node& n) {
+        return n.op == OpKind::kOptimizationBarrier;
+      })) {
+    EMBER_RETURN_IF_ERROR(passes::BarrierExpansionPass().Run(optimized).status());
   }
   const Graph& g = *gp;
   if (!debug_dir.empty()) WriteAtomically(debug_dir, debug_hash + ".after.ir", DebugIrText(g));

@@ -141,7 +141,8 @@ struct CompileOptions {
   int max_parallel_compiles = 0;
   // Run the optimization pipeline on the graph first: CpuPipeline() (the
   // DefaultPipeline passes, then fusion) for kCpu, DefaultPipeline() for
-  // kInterpreter.
+  // kInterpreter; then barrier-expansion (src/passes/barrier_expansion.h), so
+  // an optimization-barrier costs nothing at run time.
   bool optimize = false;
   // kCpu: fusions that do not read each other's results and sit between
   // the same readers run as one kernel (horizontal fusion, compile.cc
