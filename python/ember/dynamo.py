@@ -33,11 +33,23 @@ recompiles. Random ops (dropout) take their (seed, offset) from the ember genera
 (``ember.manual_seed``): results are reproducible under Ember's seed, not bit-equal to
 eager's CPU stream (Inductor's are not either).
 
+Activation checkpointing. ``torch.utils.checkpoint`` inside a compiled region becomes
+Dynamo's ``tag_activation_checkpoint``: its nodes carry recompute tags, AOTAutograd's
+partitioner recomputes them in the backward graph instead of saving them, and the
+forward and backward graphs are separate programs here, so nothing can merge the
+recompute back (``counters()["checkpointed_graphs"]``, ``["recomputed_nodes"]``). A
+backward graph of a forward with checkpointed regions that recomputes nothing means the
+activations were saved after all: a RuntimeWarning says so. Random ops inside a
+checkpointed region are replayed through the RNG state AOTAutograd saves
+(``run_and_save_rng_state`` / ``run_with_rng_state``), here the ember generator's.
+
 Unsupported: tensors on other devices (CUDA, meta), CPU and ember tensors mixed in one
 graph, and tensor subclasses as inputs raise ``EmberCompileError`` naming the input.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 
@@ -109,7 +121,15 @@ def _describe(t) -> str:
 replay = True
 # Captured programs kept per graph (one per shape / scalar-input set; oldest dropped).
 MAX_CAPTURES = 8
-_counts = {"calls": 0, "traces": 0, "replays": 0, "captures": 0, "refusals": 0}
+_counts = {
+    "calls": 0,
+    "traces": 0,
+    "replays": 0,
+    "captures": 0,
+    "refusals": 0,
+    "checkpointed_graphs": 0,
+    "recomputed_nodes": 0,
+}
 _reasons = {}  # refusal reason -> count
 
 
@@ -117,7 +137,9 @@ def counters() -> dict:
     """Calls of compiled graphs since ``clear_counters()``: ``calls``; ``traces`` (the
     FX graph ran op by op on the lazy device), ``replays`` (a captured program ran),
     ``captures`` (programs captured), ``refusals`` (traces whose program could not be
-    captured) and ``refusal_reasons`` (reason -> count)."""
+    captured) and ``refusal_reasons`` (reason -> count). Compilations:
+    ``checkpointed_graphs`` (forward graphs with activation-checkpointed nodes) and
+    ``recomputed_nodes`` (nodes their backward graphs recompute)."""
     out = dict(_counts)
     out["refusal_reasons"] = dict(_reasons)
     return out
@@ -265,33 +287,94 @@ def _to_host(outs):
     return outs
 
 
-def _compiler(kind):
+def _run_and_save_rng_state(op, *args, **kwargs):
+    """run_and_save_rng_state on ember: the ember generator's state, then op's result."""
+    return _C.get_rng_state(), op(*args, **kwargs)
+
+
+def _run_with_rng_state(rng_state, op, *args, **kwargs):
+    """run_with_rng_state on ember: op run with the generator set to `rng_state` (a
+    state `_run_and_save_rng_state` returned), the current state restored after."""
+    saved = _C.get_rng_state()
+    _C.set_rng_state(rng_state.to("cpu", torch.uint8).contiguous())
+    try:
+        return op(*args, **kwargs)
+    finally:
+        _C.set_rng_state(saved)
+
+
+def _ember_rng_ops(gm: torch.fx.GraphModule) -> int:
+    """Replaces AOTAutograd's RNG-state operators (the recompute of random ops in
+    checkpointed regions; their CPU/CUDA kernels read those devices' generators) by
+    the ember generator's. Returns the number of nodes changed."""
+    from torch._prims import rng_prims
+
+    swap = {
+        rng_prims.run_and_save_rng_state: _run_and_save_rng_state,
+        rng_prims.run_with_rng_state: _run_with_rng_state,
+    }
+    changed = 0
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in swap:
+            node.target = swap[node.target]
+            changed += 1
+    if changed:
+        gm.recompile()
+    return changed
+
+
+def _recompute_tagged(gm: torch.fx.GraphModule) -> int:
+    """Nodes of `gm` that come from an activation-checkpointed region."""
+    return sum(1 for n in gm.graph.nodes if n.meta.get("recompute") is not None)
+
+
+def _compiler(kind, state):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         """AOTAutograd's compiler hook: `gm` (functional ATen ops) -> EmberGraph."""
+        tagged = _recompute_tagged(gm)
+        if kind == "forward" and tagged:
+            state["checkpointed"] = tagged
+            _counts["checkpointed_graphs"] += 1
+        elif kind == "backward" and state.get("checkpointed"):
+            _counts["recomputed_nodes"] += tagged
+            if not tagged:
+                warnings.warn(
+                    "torch.compile(backend='ember'): the forward graph has "
+                    f"{state['checkpointed']} activation-checkpointed nodes but its backward "
+                    "recomputes none of them: AOTAutograd's partitioner saved their "
+                    "activations, so this graph runs without checkpointing",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         _retarget_devices(gm)
+        _ember_rng_ops(gm)
         return EmberGraph(gm, kind)
 
     compile_graph.__name__ = f"ember_{kind}_compiler"
     return compile_graph
 
 
-_aot_backend = None
+# AOTAutograd's partition function (None: its default, which honours checkpoint tags).
+_partition_fn = None
 
 
 def ember_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """The torch.compile backend "ember" (Dynamo's ``CompilerFn``): `gm` with fake
     `example_inputs` -> a callable running it through AOTAutograd and ``EmberGraph``s
-    (forward and backward compilers for training, the inference compiler otherwise)."""
-    global _aot_backend
-    if _aot_backend is None:
-        from torch._dynamo.backends.common import aot_autograd
+    (forward and backward compilers for training, the inference compiler otherwise).
+    Each Dynamo graph gets its own compilers, so its backward compiler knows whether
+    its forward was checkpointed."""
+    from torch._dynamo.backends.common import aot_autograd
 
-        _aot_backend = aot_autograd(
-            fw_compiler=_compiler("forward"),
-            bw_compiler=_compiler("backward"),
-            inference_compiler=_compiler("inference"),
-        )
-    return _aot_backend(gm, example_inputs, **kwargs)
+    state = {}
+    extra = {} if _partition_fn is None else {"partition_fn": _partition_fn}
+    backend = aot_autograd(
+        fw_compiler=_compiler("forward", state),
+        bw_compiler=_compiler("backward", state),
+        inference_compiler=_compiler("inference", state),
+        **extra,
+    )
+    return backend(gm, example_inputs, **kwargs)
 
 
 def register() -> None:

@@ -352,3 +352,69 @@ def test_hf_gradient_checkpointing_matches_eager(reentrant):
         torch.testing.assert_close(
             p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}"
         )
+
+
+# ---- torch.compile(backend="ember") -------------------------------------------------
+
+
+class CompiledNet(torch.nn.Module):
+    def __init__(self, ck, p=0.0, act=F.gelu):
+        super().__init__()
+        torch.manual_seed(0)
+        self.ck = ck
+        self.blocks = torch.nn.ModuleList(Block(p=p, act=act) for _ in range(3))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = checkpoint(b, x, use_reentrant=False) if self.ck else b(x)
+        return x
+
+
+def compiled_step(model, x):
+    model.zero_grad(set_to_none=True)
+    x = x.detach().clone().requires_grad_()
+    loss = torch.compile(model, backend="ember")(x).square().mean()
+    loss.backward()
+    return loss.detach(), x.grad, [p.grad for p in model.parameters()]
+
+
+def test_compiled_checkpoint_recomputes_in_the_backward_and_matches_eager():
+    torch._dynamo.reset()
+    ember.dynamo.clear_counters()
+    x = torch.randn(8, 16)
+    want = step(CompiledNet(True), x, "cpu")
+    got = compiled_step(CompiledNet(True), x)
+    assert_same(got, want, exact=False)
+    c = ember.dynamo.counters()
+    assert c["checkpointed_graphs"] == 1 and c["recomputed_nodes"] > 0, c
+
+
+def test_compiled_checkpoint_replays_dropout_masks():
+    # AOTAutograd saves the generator state before each random op of a checkpointed
+    # region and replays the op with it: the same masks as the compiled run without
+    # checkpoint, under the same ember seed.
+    x = torch.randn(8, 16)
+    runs = []
+    for ck in (False, True):
+        torch._dynamo.reset()
+        ember.manual_seed(11)
+        runs.append(compiled_step(CompiledNet(ck, p=0.5, act=F.relu), x))
+    assert_same(runs[1], runs[0], exact=True)
+
+
+def test_compiled_checkpoint_says_loudly_when_activations_were_saved(monkeypatch):
+    # A partitioner that ignores the recompute tags (saves everything) is reported.
+    from torch._functorch.partitioners import default_partition
+
+    def saves_everything(joint, inputs, **kw):
+        tags = {n.name: n.meta.pop("recompute", None) for n in joint.graph.nodes}
+        fw, bw = default_partition(joint, inputs, **kw)
+        for n in fw.graph.nodes:
+            if tags.get(n.name) is not None:
+                n.meta["recompute"] = tags[n.name]
+        return fw, bw
+
+    monkeypatch.setattr(ember.dynamo, "_partition_fn", saves_everything)
+    torch._dynamo.reset()
+    with pytest.warns(RuntimeWarning, match="runs without checkpointing"):
+        compiled_step(CompiledNet(True), torch.randn(8, 16))
