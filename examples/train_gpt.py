@@ -13,11 +13,18 @@ Sampling runs the model on a fixed window of ``block_size`` tokens (real
 tokens first, padding after; causal attention makes the padding invisible to
 the positions read), so generation compiles one graph, not one per token.
 
+Precision (``--precision``): ``fp32`` (default); ``bf16-mixed``, the forward and loss
+under ``torch.autocast(device, dtype=torch.bfloat16)`` with f32 parameters and optimizer
+(on ember, the CUDA-style autocast lists: docs/architecture.md "Autocast"); ``bf16-true``,
+the parameters themselves in bf16 (updates below bf16's resolution are lost), with
+``--master-weights`` the optimizer stepping f32 master copies (``ember.amp.MasterWeights``).
+
 Usage:
     python examples/train_gpt.py --data ../shared/data/tinyshakespeare.txt
     python examples/train_gpt.py --data FILE --device cpu --steps 600 --json out.json
     python examples/train_gpt.py --data FILE --device cpu --compile   # torch.compile (Inductor)
     python examples/train_gpt.py --data FILE --plot loss.png  # train/validation loss curves
+    python examples/train_gpt.py --data FILE --steps 300 --precision bf16-mixed
 
 Importing this file has no side effects: ``GPT`` and ``GPTConfig`` are the model
 (``python -m ember.bench`` builds it from here).
@@ -171,9 +178,11 @@ class GPT(nn.Module):
         return logits, loss
 
     def configure_optimizer(
-        self, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.95)
-    ) -> torch.optim.AdamW:
-        """AdamW with weight decay on matrices (>= 2-d) and none on biases/LayerNorms."""
+        self, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.95), master: bool = False
+    ):
+        """AdamW with weight decay on matrices (>= 2-d) and none on biases/LayerNorms;
+        with `master`, over f32 master copies of (bf16) parameters
+        (``ember.amp.MasterWeights``)."""
         params = [p for p in self.parameters() if p.requires_grad]
         decay = [p for p in params if p.dim() >= 2]
         no_decay = [p for p in params if p.dim() < 2]
@@ -181,6 +190,10 @@ class GPT(nn.Module):
             {"params": decay, "weight_decay": weight_decay},
             {"params": no_decay, "weight_decay": 0.0},
         ]
+        if master:
+            from ember.amp import MasterWeights
+
+            return MasterWeights(groups, torch.optim.AdamW, lr=lr, betas=betas)
         return torch.optim.AdamW(groups, lr=lr, betas=betas)
 
 
@@ -349,6 +362,17 @@ def parse_args(argv=None):
         help="end this run after this step (the LR schedule still spans --steps); "
         "continue later with --resume",
     )
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "bf16-mixed", "bf16-true"),
+        default="fp32",
+        help="fp32; bf16-mixed (autocast, f32 weights); bf16-true (bf16 weights)",
+    )
+    p.add_argument(
+        "--master-weights",
+        action="store_true",
+        help="with --precision bf16-true: the optimizer steps f32 master weights",
+    )
     p.add_argument("--seed", type=int, default=1337, help="weights, batches and sampling")
     p.add_argument("--dropout", type=float, default=0.1, help="dropout probability")
     p.add_argument("--n-layer", type=int, default=d.n_layer, help="transformer blocks")
@@ -390,6 +414,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.compile and args.device != "cpu":
         p.error("--compile uses Inductor, which runs on eager CPU: pass --device cpu")
+    if args.master_weights and args.precision != "bf16-true":
+        p.error("--master-weights needs --precision bf16-true")
     if args.resume and not args.checkpoint:
         p.error("--resume needs --checkpoint FILE")
     for name in ("steps", "n_layer", "n_head", "n_embd", "block_size", "batch_size", "eval_iters"):
@@ -416,6 +442,7 @@ def write_json(path, history, args) -> dict:
     """The --json result: history plus graphs_compiled and peak_rss_mb (written when
     `path` is set)."""
     result = dict(history)
+    result["precision"] = args.precision + ("+master" if args.master_weights else "")
     result["graphs_compiled"] = graphs_compiled(args.device, args.compile)
     result["peak_rss_mb"] = peak_rss_mb()
     if path:
@@ -476,7 +503,9 @@ def train(args) -> dict:
     torch.manual_seed(args.seed)
     model = GPT(cfg)
     model.to(device)
-    opt = model.configure_optimizer(args.lr, args.weight_decay)
+    if args.precision == "bf16-true":
+        model.to(torch.bfloat16)
+    opt = model.configure_optimizer(args.lr, args.weight_decay, master=args.master_weights)
     batch_gen = torch.Generator().manual_seed(args.seed)
     val_gen = torch.Generator().manual_seed(args.seed + 1)
     val_batches = [
@@ -529,12 +558,19 @@ def train(args) -> dict:
         os.replace(tmp, args.checkpoint)
 
     step_fn_model = torch.compile(model) if args.compile else model
+
+    def autocast():
+        return torch.autocast(
+            device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed"
+        )
+
     warmup = args.warmup if args.warmup is not None else max(1, min(100, args.steps // 10))
     params = [p for p in model.parameters()]
     print(
         f"GPT: {model.num_parameters() / 1e6:.2f}M parameters, vocab {cfg.vocab_size}, "
         f"{cfg.n_layer} layers x {cfg.n_head} heads x {cfg.n_embd}, context {cfg.block_size}, "
         f"batch {cfg.batch_size}; device {args.device}{' + torch.compile' if args.compile else ''}"
+        f", precision {args.precision}{' + f32 master weights' if args.master_weights else ''}"
     )
     model.train()
     end = args.steps if args.stop_at is None else min(args.steps, args.stop_at)
@@ -544,7 +580,8 @@ def train(args) -> dict:
         for g in opt.param_groups:
             g["lr"] = lr
         x, y = get_batch(data.train, cfg.batch_size, cfg.block_size, batch_gen)
-        _, loss = step_fn_model(x.to(device), y.to(device))
+        with autocast():
+            _, loss = step_fn_model(x.to(device), y.to(device))
         loss.backward()
         if args.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
@@ -563,7 +600,8 @@ def train(args) -> dict:
                 flush=True,
             )
         if (args.eval_interval and done % args.eval_interval == 0) or done == end:
-            val = estimate_val_loss(model, val_batches, device)
+            with autocast():
+                val = estimate_val_loss(model, val_batches, device)
             history["val_loss"].append(val)
             history["val_steps"].append(done)
             print(f"step {done:5d}  val loss {val:.4f}", flush=True)

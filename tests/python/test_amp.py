@@ -155,3 +155,50 @@ def test_a_scaled_step_has_no_extern_and_no_extra_sync():
         assert graph1["externs"] == {}, graph1["externs"]
         assert ember.metrics.last_graph()["externs"] == {}
         assert c["fallbacks"] == {}
+
+
+@pytest.mark.parametrize("device", ["cpu", "ember"])
+def test_pure_bf16_loses_small_updates_and_master_weights_keep_them(device):
+    # 100 SGD steps of 1e-4 on parameters at 1.0: each update is below half the gap
+    # between 1.0 and its bf16 neighbours (2^-9), so bf16 parameters never move; f32
+    # masters reach 0.99, whose bf16 rounding the model then sees.
+    from ember.amp import MasterWeights
+
+    def run(master):
+        p = torch.nn.Parameter(torch.ones(8, dtype=torch.bfloat16, device=device))
+        opt = (
+            MasterWeights([p], torch.optim.SGD, lr=1e-4)
+            if master
+            else torch.optim.SGD([p], lr=1e-4)
+        )
+        for _ in range(100):
+            p.sum().backward()  # gradient 1 everywhere
+            opt.step()
+            opt.zero_grad()
+        return p.detach().cpu(), opt
+
+    lost, _ = run(False)
+    assert torch.equal(lost, torch.ones(8, dtype=torch.bfloat16))
+    kept, opt = run(True)
+    assert torch.equal(kept, torch.full((8,), 0.99).to(torch.bfloat16))
+    torch.testing.assert_close(
+        opt.masters[0].detach().cpu(), torch.full((8,), 0.99), rtol=0, atol=1e-5
+    )
+    assert opt.masters[0].dtype == torch.float32
+
+
+def test_master_weights_state_dict_round_trip():
+    from ember.amp import MasterWeights
+
+    p = torch.nn.Parameter(torch.randn(4).to(torch.bfloat16).to(DEV))
+    opt = MasterWeights([p], torch.optim.AdamW, lr=1e-2)
+    p.square().sum().backward()
+    opt.step()
+    state = opt.state_dict()
+    q = torch.nn.Parameter(torch.zeros(4, dtype=torch.bfloat16, device=DEV))
+    opt2 = MasterWeights([q], torch.optim.AdamW, lr=1e-2)
+    opt2.load_state_dict(state)
+    assert torch.equal(opt2.masters[0].detach().cpu(), opt.masters[0].detach().cpu())
+    assert torch.equal(q.detach().cpu(), p.detach().cpu())
+    with pytest.raises(ValueError, match="require grad"):
+        MasterWeights([torch.zeros(2)], torch.optim.SGD, lr=1)

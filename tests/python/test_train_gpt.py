@@ -238,3 +238,19 @@ def test_bad_data_from_the_command_line_prints_no_traceback(tmp_path):
     assert r.stderr.strip().splitlines() == [
         f"train_gpt.py: error: {tmp_path / 'missing.txt'}: no such file"
     ]
+
+
+def test_train_gpt_20_steps_bf16_mixed_on_ember():
+    # The CI version of the 300-step bf16 benchmark (docs/performance.md): bf16
+    # autocast on ember trains without NaN (train() raises on a non-finite loss) to a
+    # validation loss within 2% of eager f32's at equal seed (dropout 0).
+    common = ("--steps", "20", "--dropout", "0", "--eval-interval", "20")
+    f32 = train("--device", "cpu", *common)
+    bf16 = train("--device", "ember", *common, "--precision", "bf16-mixed")
+    assert bf16["precision"] == "bf16-mixed"
+    assert all(math.isfinite(v) for v in bf16["train_loss"])
+    assert bf16["train_loss"][0] != f32["train_loss"][0]  # bf16 math did run
+    assert abs(bf16["val_loss"][-1] - f32["val_loss"][-1]) <= 0.02 * f32["val_loss"][-1], (
+        bf16["val_loss"],
+        f32["val_loss"],
+    )

@@ -169,6 +169,9 @@ def _result(model, mode, backend, tim, cst, eager_checks, bytes_moved, triad):
         "cold_compile_s": None,
         "warm_start_s": None,
         "peak_rss_mb": None,
+        "step_rss_growth_mb": None,
+        "ember_peak_mb": None,
+        "ember_planned_peak_mb": None,
         "numerics_ok": None,
         "min_s": None,
         "max_s": None,
@@ -183,6 +186,10 @@ def _result(model, mode, backend, tim, cst, eager_checks, bytes_moved, triad):
     if cst is not None:
         r["cold_compile_s"], r["warm_start_s"] = cst["cold_compile_s"], cst["warm_start_s"]
         r["peak_rss_mb"] = cst["peak_rss_mb"]
+        r["step_rss_growth_mb"] = cst.get("step_rss_growth_mb")
+        em = cst.get("ember_memory") or {}
+        r["ember_peak_mb"] = em.get("step_peak_mb")
+        r["ember_planned_peak_mb"] = em.get("planned_peak_mb")
         if cst["status"] != "ok":
             r["status"] = "cost phase " + cst["status"]
         r["processes"] = {}
@@ -191,7 +198,16 @@ def _result(model, mode, backend, tim, cst, eager_checks, bytes_moved, triad):
             if run.get("status") == "ok":
                 r["processes"][proc] = {
                     k: run.get(k)
-                    for k in ("wall_s", "cpu_s", "import_s", "setup_s", "step_s", "peak_rss_mb")
+                    for k in (
+                        "wall_s",
+                        "cpu_s",
+                        "import_s",
+                        "setup_s",
+                        "step_s",
+                        "peak_rss_mb",
+                        "step_rss_growth_mb",
+                        "ember_memory",
+                    )
                 }
                 ok, d = _checks_ok(run["checks"], eager_checks)
                 if ok is not None:

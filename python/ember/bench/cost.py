@@ -12,9 +12,11 @@ For one (model, mode, backend), ``measure`` makes a fresh, empty cache directory
 2. **warm**: a second process on the same, now filled, caches; ``warm_start_s`` is the
    same excess. In-memory state starts empty, so it measures what the disk caches save.
 
-``peak_rss_mb`` is the cold process's peak resident set size (``ru_maxrss``: includes
-the interpreter, torch and the backend's compiler). The cache directory is returned so
-the timing phase can run with the warm caches.
+Memory is measured in the warm process (the cold one's peak includes compilation):
+``peak_rss_mb`` is its peak resident set size (VmHWM: the interpreter, torch, the model),
+``step_rss_growth_mb`` the RSS growth over its last steady step (how eager's peak is
+compared, issue 17), ``ember_memory`` ember's statistics for that step. The cache
+directory is returned so the timing phase can run with the warm caches.
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ def measure(
     `extra_args` after the common ones.
 
     Returns {"status", "cold", "warm" (the workers' JSON), "cold_compile_s",
-    "warm_start_s", "peak_rss_mb", "cache_dir"}."""
+    "warm_start_s", "peak_rss_mb", "step_rss_growth_mb", "ember_memory", "cache_dir"}
+    (memory from the warm process)."""
     cache_dir = tempfile.mkdtemp(prefix=f"{model}-{mode}-{backend}-", dir=cache_root)
     env = worker_env(cache_dir, extra_env)
     args = [
@@ -123,6 +126,8 @@ def measure(
         "cold_compile_s": None,
         "warm_start_s": None,
         "peak_rss_mb": None,
+        "step_rss_growth_mb": None,
+        "ember_memory": None,
         "cache_dir": cache_dir,
     }
     if cold["status"] != "ok":
@@ -130,9 +135,10 @@ def measure(
     warm = spawn(args, env, timeout, python, worker)
     res["warm"] = warm
     res["cold_compile_s"] = excess(cold["step_s"], startup)
-    res["peak_rss_mb"] = cold["peak_rss_mb"]
     if warm["status"] == "ok":
         res["warm_start_s"] = excess(warm["step_s"], startup)
+        for k in ("peak_rss_mb", "step_rss_growth_mb", "ember_memory"):
+            res[k] = warm.get(k)
     else:
         res["status"] = "warm process " + warm["status"]
     return res

@@ -3,7 +3,10 @@
 JSON (``to_json``): ``{"machine": {...}, "ceilings": {...}, "settings": {...},
 "results": [...]}``; each result has the keys the issue fixes — ``model``, ``mode``,
 ``backend``, ``median_s``, ``ratio_to_eager``, ``ratio_to_inductor``, ``cold_compile_s``,
-``warm_start_s``, ``peak_rss_mb``, ``numerics_ok`` — plus ``min_s``, ``max_s``,
+``warm_start_s``, ``peak_rss_mb``, ``numerics_ok`` — plus ``step_rss_growth_mb``,
+``ember_peak_mb``, ``ember_planned_peak_mb`` (memory of the warm process's last steady
+step: RSS growth, ember's max_memory_allocated above the step's start, the planned peak
+of its program; see cost.py), ``min_s``, ``max_s``,
 ``repeats``, ``numerics_max_diff``, ``status``, ``gb_per_s`` / ``triad_fraction``
 (memory-bound kernels), ``load_1m`` (1-minute load average when the model/mode
 started), ``notes`` and ``processes`` (the cold and warm processes' wall
@@ -45,6 +48,10 @@ def _sec(s):
     return "–" if s is None else f"{s:.2f}"
 
 
+def _mib(v, digits=0):
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
 def _ratio(r):
     return "–" if r is None else f"{r:.2f}"
 
@@ -80,8 +87,9 @@ def markdown(doc: dict) -> str:
         f"ATen f32 GEMM {c['start']['gemm_gflop_per_s']:.1f} GFLOP/s.",
         "",
         "| model | mode | backend | median ms (min–max) | ×eager | ×Inductor | cold compile s "
-        "| warm start s | peak RSS MiB | numerics | notes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| warm start s | peak RSS MiB | step RSS growth MiB | ember step peak MiB (planned) "
+        "| numerics | notes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["results"]:
         if r["median_s"] is None:
@@ -101,10 +109,14 @@ def markdown(doc: dict) -> str:
         if r.get("triad_fraction") is not None:
             notes.append(f"{r['gb_per_s']:.1f} GB/s = {r['triad_fraction']:.2f} of triad")
         notes += r.get("notes", [])
-        rss = "–" if r["peak_rss_mb"] is None else f"{r['peak_rss_mb']:.0f}"
+        rss = _mib(r["peak_rss_mb"])
+        growth = _mib(r.get("step_rss_growth_mb"), 1)
+        em = _mib(r.get("ember_peak_mb"), 1)
+        if r.get("ember_planned_peak_mb") is not None:
+            em += f" ({_mib(r['ember_planned_peak_mb'], 1)})"
         lines.append(
             f"| {r['model']} | {r['mode']} | {r['backend']} | {t} | {_ratio(r['ratio_to_eager'])}"
             f" | {_ratio(r['ratio_to_inductor'])} | {_sec(r['cold_compile_s'])} | "
-            f"{_sec(r['warm_start_s'])} | {rss} | {num} | {'; '.join(notes)} |"
+            f"{_sec(r['warm_start_s'])} | {rss} | {growth} | {em} | {num} | {'; '.join(notes)} |"
         )
     return "\n".join(lines) + "\n"

@@ -8,9 +8,13 @@
 ``cost`` measures one backend alone in this process: seconds to import torch (and the
 backend's package), to build the workload and runner, each of K start-up steps
 (where compilation happens) and N steady steps, the result of every step (training: the
-loss; inference: the output's float64 L2 norm) for the numerics check, and the peak
-resident set size (``ru_maxrss``, MiB). The caller chooses the caches through the
-environment (EMBER_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR).
+loss; inference: the output's float64 L2 norm) for the numerics check, the peak
+resident set size (VmHWM, MiB) and the memory of the last steady step: its RSS growth
+(``step_rss_growth_mb``: the peak RSS during the step, VmHWM reset just before it through
+/proc/self/clear_refs, minus the RSS before it) and, for ember backends, ember's own
+statistics (``ember_memory``: device memory allocated before the step, its peak above
+that during the step, and the planned peak of the step's program). The caller chooses
+the caches through the environment (EMBER_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR).
 
 ``timing`` runs ``timing.interleaved`` here; it exists for backends that cannot share
 a process with the others (PyTorch/XLA runs in its own virtual environment with its own
@@ -65,6 +69,64 @@ def _peak_rss_mb() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _status_kb(field: str):
+    """A /proc/self/status field in kB (VmRSS, VmHWM), or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Resets VmHWM to the current RSS (Linux: "5" > /proc/self/clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class _StepMemory:
+    """The memory of one step: RSS growth (MiB) and, with ember loaded, ember's figures."""
+
+    def __init__(self, ember_backend: bool):
+        self.ember = ember_backend
+        self.result = {"step_rss_growth_mb": None, "ember_memory": None}
+
+    def __enter__(self):
+        if self.ember:
+            import ember
+
+            ember.sync()
+            self.base = ember.memory_allocated()
+            ember.reset_peak_memory_stats()
+        self.rss0 = _status_kb("VmRSS") if _reset_peak_rss() else None
+        return self
+
+    def __exit__(self, *exc):
+        if self.rss0 is not None:
+            hwm = _status_kb("VmHWM")
+            if hwm is not None:
+                self.result["step_rss_growth_mb"] = (hwm - self.rss0) / 1024.0
+        if self.ember and exc[0] is None:
+            import ember
+
+            g = ember.metrics.last_graph()
+            self.result["ember_memory"] = {
+                "allocated_before_mb": self.base / 2**20,
+                "step_peak_mb": (ember.max_memory_allocated() - self.base) / 2**20,
+                "planned_peak_mb": (g["planned_peak_bytes"] / 2**20)
+                if g.get("planned_peak_bytes") is not None
+                else None,
+            }
+        return False
 
 
 def _check_value(runner, mode, res) -> float:
@@ -123,11 +185,17 @@ def cost(args) -> dict:
     t_setup = time.perf_counter()
     rss_setup = _peak_rss_mb()
     steps, checks = [], []
-    for _ in range(args.startup + args.steady):
+    n = args.startup + args.steady
+    memory = _StepMemory(args.backend in ("ember", "ember_compile"))
+    for i in range(n):
+        if i == n - 1:  # the last steady step: its memory (outside the timed region)
+            memory.__enter__()
         t0 = time.perf_counter()
         res = runner.step()
         runner.finish()
         steps.append(time.perf_counter() - t0)
+        if i == n - 1:
+            memory.__exit__(None, None, None)
         checks.append(_check_value(runner, args.mode, res))
     ru_self = resource.getrusage(resource.RUSAGE_SELF)
     ru_kids = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -144,6 +212,7 @@ def cost(args) -> dict:
         "rss_after_setup_mb": rss_setup,
         "peak_rss_mb": _peak_rss_mb(),
         "torch_version": torch.__version__,
+        **memory.result,
     }
     if args.backend == "ember":
         out["ember"] = _ember_counters()
