@@ -411,6 +411,17 @@ std::string Executable::AssignmentDebugString() const {
   return assignment_ ? assignment_->DebugString() : std::string();
 }
 
+MemoryPlan Executable::memory_plan() const {
+  MemoryPlan m;
+  if (assignment_) m.peak_bytes = assignment_->stats.peak_bytes;
+  for (int64_t b : planned_bytes_) {
+    if (b <= 0) continue;
+    m.planned_bytes += b;
+    ++m.planned_buffers;
+  }
+  return m;
+}
+
 std::string Executable::DebugString() const {
   std::ostringstream os;
   auto slot_str = [&](int s) { return internal::StrCat("s", s, "=", slot_names_[s]); };

@@ -456,5 +456,44 @@ TEST(DebugDir, WritesBeforeAfterAndKernelSources) {
   fs::remove_all(dir);
 }
 
+// The memory plan against what a run allocates: exp(x) has three kernel readers, so
+// it is a planned buffer (allocated once at the run's start); the measured peak of a
+// run above its arguments holds the planned buffers and the outputs, and stays within
+// planned + the plan's peak.
+TEST(KernelSteps, MemoryPlanMatchesWhatARunAllocates) {
+  Graph g = Parse(R"(graph main(%p0: f32[256,256]) {
+  %0 = f32[256,256] parameter(0)
+  %1 = f32[256,256] exponential(%0)
+  %2 = f32[256] reduce(%1), dimensions={0}, to_apply=add
+  %3 = f32[256] reduce(%1), dimensions={1}, to_apply=maximum
+  %4 = f32[256,256] broadcast-in-dim(%2), dimensions={1}
+  %5 = f32[256,256] multiply(%4, %1)
+  ROOT (%5, %3)
+})");
+  auto exe = Compile(g, CpuOptions(/*optimize=*/true));
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  const MemoryPlan plan = exe->memory_plan();
+  const int64_t e_bytes = 256 * 256 * 4, out_bytes = 256 * 256 * 4 + 256 * 4;
+  EXPECT_GE(plan.planned_bytes, e_bytes) << exe->AssignmentDebugString();
+  EXPECT_GE(plan.planned_buffers, 1);
+  EXPECT_GE(plan.peak_bytes, e_bytes + out_bytes) << exe->AssignmentDebugString();
+  std::mt19937_64 rng(3);
+  std::vector<BufferRef> args = {Buffer::FromLiteral(fuzz::RandomArguments(g, rng)[0])};
+  const int64_t before = GetBufferStats().bytes_in_use;
+  ResetPeakBufferBytes();
+  auto out = exe->Run(args);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const int64_t peak = GetBufferStats().peak_bytes_in_use - before;
+  EXPECT_GE(peak, plan.planned_bytes + out_bytes);
+  EXPECT_LE(peak, plan.planned_bytes + plan.peak_bytes);
+  EXPECT_EQ(GetBufferStats().bytes_in_use - before, out_bytes);  // planned buffers freed
+  // The interpreter backend plans nothing.
+  CompileOptions interp;
+  auto ie = Compile(g, interp);
+  ASSERT_TRUE(ie.ok());
+  EXPECT_EQ(ie->memory_plan().peak_bytes, 0);
+  EXPECT_EQ(ie->memory_plan().planned_bytes, 0);
+}
+
 }  // namespace
 }  // namespace ember

@@ -5,6 +5,7 @@ selective, under autocast, HF gradient checkpointing; the recompute kept apart f
 forward (peak memory by ember's statistics) and the barrier in the lowered program."""
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -337,7 +338,11 @@ def test_hf_gradient_checkpointing_matches_eager(reentrant):
     ref = transformers.GPT2LMHeadModel(cfg)
     ref.train()
     model = copy.deepcopy(ref)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+    with warnings.catch_warnings():  # transformers 5 deprecates the name, not the call
+        warnings.simplefilter("ignore", FutureWarning)
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": reentrant}
+        )
     assert model.transformer.h[0].gradient_checkpointing
     model.to(DEV)
     ids = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(1))

@@ -123,6 +123,23 @@ struct Step {
   int in_place_read = -1;
 };
 
+// Memory figures of an executable's buffer plan (Executable::memory_plan; kCpu,
+// zeros for the interpreter backend), in bytes:
+//   peak_bytes      - the most bytes of slot buffers live at once over the step
+//                     schedule (outputs included, arguments excluded): what a run
+//                     needs beside its arguments if every buffer lived exactly as
+//                     long as its values;
+//   planned_bytes   - the planned (kernel-only) buffers, which Run allocates once at
+//                     its start and holds to its end;
+//   planned_buffers - how many there are.
+// A run's actual peak above its arguments is at least peak_bytes' planned part plus
+// the other live buffers: planned buffers live for the whole run.
+struct MemoryPlan {
+  int64_t peak_bytes = 0;
+  int64_t planned_bytes = 0;
+  int64_t planned_buffers = 0;
+};
+
 enum class Backend : uint8_t { kInterpreter, kCpu };
 
 struct CompileOptions {
@@ -191,6 +208,8 @@ class Executable {
   const BufferAssignment* assignment() const { return assignment_.get(); }
   // buffer assignment's DebugString, or "" without one.
   std::string AssignmentDebugString() const;
+  // The plan's memory figures (see MemoryPlan).
+  MemoryPlan memory_plan() const;
   // Per-slot: the planned buffer id (kCpu) or -1.
   const std::vector<int>& planned_buffer_of() const { return planned_buffer_of_; }
 
