@@ -71,7 +71,7 @@ TEST(CodegenBF16Accumulation, RowFusionSumsInF32) {
   int row_kernels = 0;
   for (const Step& st : exe->steps()) {
     EXPECT_EQ(st.kind, StepKind::kKernel);
-    if (st.fusion && exe->graph().node(st.nodes[0]).attrs.GetString("kind") == "input")
+    if (st.fusion && exe->graph().node(st.nodes[0]).attrs.GetString("kind") == "row")
       ++row_kernels;
   }
   EXPECT_GE(row_kernels, 1) << exe->DebugString();
