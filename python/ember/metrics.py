@@ -34,7 +34,11 @@ def last_graph() -> dict:
     ``kernel_ops`` (per kernel step, in run order: the core ops it computes);
     ``interpreted`` (reference-interpreter steps); ``extern_steps``; ``copy_steps``
     (runtime copies: donated outputs written into their input's buffer); ``core_nodes``
-    (nodes of the optimized core graph); ``parameters``; ``externs`` (ATen op -> extern
+    (nodes of the optimized core graph); ``parameters``; ``planned_peak_bytes`` (the
+    most bytes of the program's own buffers live at once over its step schedule, outputs
+    included, arguments excluded; 0 for the interpreter and aten backends);
+    ``planned_buffer_bytes`` (of those, the planned buffers a run allocates at its start
+    and holds to its end); ``externs`` (ATen op -> extern
     steps); ``core_externs`` (e.g. ``ember.dot-general`` -> steps); ``declined`` (ATen op
     -> calls its lowering declined); ``lowering_errors`` (ATen op -> failed lowerings,
     which ran as externs instead). Empty figures before the first sync.

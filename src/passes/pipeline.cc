@@ -12,6 +12,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/fusion.h"
+#include "passes/memory_scheduling.h"
 #include "passes/simplify.h"
 
 namespace ember {
@@ -92,8 +93,10 @@ StatusOr<bool> Pipeline::Run(Graph& g) const {
 }
 
 std::vector<std::string> AllPassNames() {
-  return {"simplify", "constant-folding", "cse", "dce", "fusion"};
+  return {"simplify", "constant-folding", "cse", "dce", "fusion", "memory-scheduling"};
 }
+
+bool PassSkippedByEnv(const std::string& name) { return SkippedPasses().count(name) != 0; }
 
 StatusOr<std::unique_ptr<Pass>> CreatePass(const std::string& name) {
   std::unique_ptr<Pass> p;
@@ -102,6 +105,7 @@ StatusOr<std::unique_ptr<Pass>> CreatePass(const std::string& name) {
   if (name == "cse") p = std::make_unique<passes::CsePass>();
   if (name == "dce") p = std::make_unique<passes::DcePass>();
   if (name == "fusion") p = std::make_unique<passes::FusionPass>();
+  if (name == "memory-scheduling") p = std::make_unique<passes::MemorySchedulingPass>();
   if (!p) {
     std::string known;
     for (const auto& n : AllPassNames()) known += (known.empty() ? "" : ", ") + n;

@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -36,6 +37,7 @@
 #include "ir/log.h"
 #include "passes/barrier_expansion.h"
 #include "passes/buffer_assignment.h"
+#include "passes/memory_scheduling.h"
 
 namespace ember {
 namespace {
@@ -97,6 +99,13 @@ bool ElementwiseFromParameter(const Graph& body, int p) {
 constexpr size_t kMaxMergedFusions = 16;
 constexpr int kMaxMergedNodes = 512;
 
+// memory-scheduling (and horizontal fusion's limit on deferring large last
+// reads) is off until the whole test suite has run with it on.
+bool MemorySchedulingOnByEnv() {
+  const char* f = std::getenv("EMBER_MEMORY_SCHEDULING");
+  return f && std::string(f) == "1";
+}
+
 bool MergeFusionsOffByEnv() {
   const char* f = std::getenv("EMBER_MERGE_FUSIONS");
   return f && std::string(f) == "0";
@@ -113,24 +122,41 @@ bool Mergeable(const Node& n) {
   return kind == FusionKind::kLoop || kind == FusionKind::kInput;
 }
 
+// Bytes of the buffers pending fusions may free (their last reads) before a
+// merge stops deferring them past other groups (MergeFusionGroups): merging
+// saves a kernel dispatch, which matters for small values; deferring the
+// last reader of a large one raises the peak the memory scheduler lowered.
+constexpr int64_t kMaxDeferredFreeBytes = 64 << 10;
+
 // Horizontal fusion over the group list (in node order). Mergeable fusion
 // groups are collected into pending sets by level: a fusion joins the set
 // one level above the highest pending set it reads (level 0 if it reads
 // none), so a set never reads its own results. The sets run as kFusionSet
 // groups in level order, placed just before the first other group that
-// reads a pending result (or at the end); a fusion whose set is full
-// first flushes them all. Other groups keep their order; a pending fusion
-// only moves later, past groups that do not read it, and after the sets it
-// reads, so every value is still computed before it is read.
-std::vector<Group> MergeFusionGroups(const Graph& g, std::vector<Group> groups) {
+// reads a pending result (or at the end), or that would run while the
+// pending fusions hold more than `max_deferred_free_bytes` they are the last
+// to read (kMaxDeferredFreeBytes with memory-scheduling on, else no limit); a fusion whose set is
+// full first flushes them all. Other groups keep their order; a pending fusion only moves later,
+// past groups that do not read it, and after the sets it reads, so every value is still computed
+// before it is read.
+std::vector<Group> MergeFusionGroups(const Graph& g, std::vector<Group> groups,
+                                     int64_t max_deferred_free_bytes) {
   struct Pending {
     std::vector<NodeId> nodes;
     int body = 0;
   };
+  // The last group reading each value; graph outputs count as read at the end.
+  std::vector<int> last_group(g.num_nodes(), -1);
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    for (NodeId id : groups[gi].nodes)
+      for (NodeId op : g.node(id).operands) last_group[op] = static_cast<int>(gi);
+  for (NodeId o : g.outputs()) last_group[o] = static_cast<int>(groups.size());
   std::vector<Group> out;
   std::vector<Pending> levels;
   std::map<NodeId, int> level_of;  // pending fusion -> its level
+  int64_t pending_free = 0;        // bytes the pending fusions read last
   auto flush = [&] {
+    pending_free = 0;
     for (Pending& p : levels) {
       if (p.nodes.size() == 1) {
         out.push_back(Group{GroupKind::kFusion, p.nodes});
@@ -151,11 +177,12 @@ std::vector<Group> MergeFusionGroups(const Graph& g, std::vector<Group> groups) 
       }
     return level;
   };
-  for (Group& grp : groups) {
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    Group& grp = groups[gi];
     const bool mergeable = grp.kind == GroupKind::kFusion && Mergeable(g.node(grp.nodes[0]));
     int level = level_after(grp);
     if (!mergeable) {
-      if (level > 0) flush();
+      if (level > 0 || pending_free > max_deferred_free_bytes) flush();
       out.push_back(std::move(grp));
       continue;
     }
@@ -171,6 +198,13 @@ std::vector<Group> MergeFusionGroups(const Graph& g, std::vector<Group> groups) 
     levels[level].nodes.push_back(f);
     levels[level].body += body;
     level_of[f] = level;
+    std::vector<NodeId> ops = g.node(f).operands;
+    std::sort(ops.begin(), ops.end());
+    ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+    for (NodeId op : ops) {
+      if (last_group[op] == static_cast<int>(gi) && g.node(op).op != OpKind::kParameter)
+        pending_free += g.node(op).shape.byte_size();
+    }
   }
   flush();
   return out;
@@ -315,6 +349,14 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     EMBER_RETURN_IF_ERROR(pipeline.Run(optimized).status());
     gp = &optimized;
   }
+  // Order the nodes for a lower peak; the barriers still fence the order
+  // (src/passes/memory_scheduling.h).
+  const bool schedule =
+      options.optimize && MemorySchedulingOnByEnv() && !PassSkippedByEnv("memory-scheduling");
+  if (schedule) {
+    passes::MemorySchedulingPass scheduling;
+    EMBER_RETURN_IF_ERROR(scheduling.Run(optimized).status());
+  }
   // Optimization barriers have kept the passes apart; at run time they are free
   // (src/passes/barrier_expansion.h).
   if (options.optimize && std::any_of(gp->nodes().begin(), gp->nodes().end(), [](const Node& n) {
@@ -361,7 +403,9 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     group_of[id] = static_cast<int>(groups.size()) - 1;
   }
   if (cpu && options.merge_fusions && !MergeFusionsOffByEnv()) {
-    groups = MergeFusionGroups(g, std::move(groups));
+    groups =
+        MergeFusionGroups(g, std::move(groups),
+                          schedule ? kMaxDeferredFreeBytes : std::numeric_limits<int64_t>::max());
     for (size_t gi = 0; gi < groups.size(); ++gi)
       for (NodeId id : groups[gi].nodes) group_of[id] = static_cast<int>(gi);
   }

@@ -27,6 +27,12 @@ struct GraphStats {
   std::map<std::string, int64_t> core_externs;  // "ember.dot-general" -> steps
   std::map<std::string, int64_t> declined;      // ATen op -> declined calls
   std::map<std::string, int64_t> lowering_errors;  // ATen op -> failed lowerings
+  // The program's buffer plan (ember::Executable::memory_plan(); 0 for the interpreter
+  // and aten backends), bytes: the most bytes of its own buffers live at once over the
+  // step schedule (outputs included, arguments excluded), and the planned buffers a run
+  // allocates at its start and holds to its end.
+  int64_t planned_peak_bytes = 0;
+  int64_t planned_buffer_bytes = 0;
 };
 
 }  // namespace ember_torch

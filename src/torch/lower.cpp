@@ -490,6 +490,9 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
   st.lazy_ops = static_cast<int64_t>(g.ops.size());
   st.core_nodes = p->exe->graph().num_nodes();
   st.parameters = static_cast<int64_t>(p->params.size());
+  const ember::MemoryPlan plan = p->exe->memory_plan();
+  st.planned_peak_bytes = plan.peak_bytes;
+  st.planned_buffer_bytes = plan.planned_bytes;
   for (const ember::Step& s : p->exe->steps()) {
     switch (s.kind) {
       case ember::StepKind::kKernel: {

@@ -180,6 +180,8 @@ PYBIND11_MODULE(_C, m) {
     d["kernel_ops"] = s.kernel_ops;
     d["core_nodes"] = s.core_nodes;
     d["parameters"] = s.parameters;
+    d["planned_peak_bytes"] = s.planned_peak_bytes;
+    d["planned_buffer_bytes"] = s.planned_buffer_bytes;
     d["externs"] = s.externs;
     d["core_externs"] = s.core_externs;
     d["declined"] = s.declined;

@@ -7,7 +7,9 @@
 // EMBER_SKIP_PASSES (comma-separated, e.g. "cse,simplify").
 //
 // No pass may merge, fold, duplicate or move rng ops, optimization-barrier or
-// custom-call, nor move anything across an optimization-barrier.
+// custom-call, nor move anything across an optimization-barrier. (memory-scheduling,
+// which reorders nodes, keeps rng ops and custom-calls in their relative order and
+// moves nothing across a barrier.)
 #pragma once
 
 #include <memory>
@@ -52,6 +54,9 @@ Pipeline DefaultPipeline();
 Pipeline CpuPipeline();
 // Creates a pass by name; NotFound for an unknown name.
 StatusOr<std::unique_ptr<Pass>> CreatePass(const std::string& name);
+// The pipelines' passes, then memory-scheduling (which Compile runs after them).
 std::vector<std::string> AllPassNames();
+// Whether EMBER_SKIP_PASSES names `name`.
+bool PassSkippedByEnv(const std::string& name);
 
 }  // namespace ember
