@@ -8,6 +8,7 @@
 // custom-calls the builder has not shape-checked, cannot read out of bounds.
 #include <algorithm>
 
+#include "ember/ir/attributes.h"
 #include "eval/eval_util.h"
 #include "eval/ops.h"
 
@@ -98,10 +99,10 @@ void MatMul(const std::vector<T>& a, const std::vector<T>& b, int64_t nb, int64_
 
 // result = batch dims, then lhs free dims in order, then rhs free dims in order.
 StatusOr<Literal> DotGeneral(const Node& n, const Literal& lhs, const Literal& rhs) {
-  const auto& lb = n.attrs.GetInts("lhs_batch_dims");
-  const auto& rb = n.attrs.GetInts("rhs_batch_dims");
-  const auto& lc = n.attrs.GetInts("lhs_contracting_dims");
-  const auto& rc = n.attrs.GetInts("rhs_contracting_dims");
+  const auto& lb = attr::LhsBatchDims(n);
+  const auto& rb = attr::RhsBatchDims(n);
+  const auto& lc = attr::LhsContractingDims(n);
+  const auto& rc = attr::RhsContractingDims(n);
   const Shape& ls = lhs.shape();
   const Shape& rs = rhs.shape();
   if (IsComplex(ls.dtype()) || IsComplex(rs.dtype()) || IsComplex(n.shape.dtype()) ||
@@ -232,12 +233,12 @@ StatusOr<Literal> Convolution(const Node& n, const Literal& lhs, const Literal& 
     return NodeInvalid(n, "bad operand shapes ", ls.ToString(), ", ", ws.ToString(), " -> ",
                        n.shape.ToString());
   }
-  EMBER_ASSIGN_OR_RETURN(auto strides, GetIntsOr(n, "window_strides", ns, 1));
-  EMBER_ASSIGN_OR_RETURN(auto lo, GetIntsOr(n, "padding_low", ns, 0));
-  EMBER_ASSIGN_OR_RETURN(auto hi, GetIntsOr(n, "padding_high", ns, 0));
-  EMBER_ASSIGN_OR_RETURN(auto ldil, GetIntsOr(n, "lhs_dilation", ns, 1));
-  EMBER_ASSIGN_OR_RETURN(auto rdil, GetIntsOr(n, "rhs_dilation", ns, 1));
-  const int64_t groups = n.attrs.GetInt("feature_group_count", 1);
+  EMBER_ASSIGN_OR_RETURN(auto strides, GetIntsOr(n, attr::WindowStrides, ns, 1));
+  EMBER_ASSIGN_OR_RETURN(auto lo, GetIntsOr(n, attr::PaddingLow, ns, 0));
+  EMBER_ASSIGN_OR_RETURN(auto hi, GetIntsOr(n, attr::PaddingHigh, ns, 0));
+  EMBER_ASSIGN_OR_RETURN(auto ldil, GetIntsOr(n, attr::LhsDilation, ns, 1));
+  EMBER_ASSIGN_OR_RETURN(auto rdil, GetIntsOr(n, attr::RhsDilation, ns, 1));
+  const int64_t groups = attr::FeatureGroupCount(n, 1);
   const int64_t cin = ls.dim(1), cout = ws.dim(0);
   if (groups < 1 || cin % groups != 0 || cout % groups != 0 || ws.dim(1) * groups != cin) {
     return NodeInvalid(n, "feature_group_count ", groups, " does not fit lhs ", ls.ToString(),

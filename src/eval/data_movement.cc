@@ -4,6 +4,7 @@
 // (pred, complex, bf16, ...) is handled by element size through StridedCopy.
 #include <algorithm>
 
+#include "ember/ir/attributes.h"
 #include "eval/eval_util.h"
 #include "eval/ops.h"
 
@@ -21,7 +22,7 @@ Status CheckRank(const Node& n, const std::vector<int64_t>& v, const char* key, 
 
 // result dim dimensions[i] takes operand dim i (operand dim size 1 broadcasts).
 StatusOr<Literal> BroadcastInDim(const Node& n, const Literal& x) {
-  const auto& map = n.attrs.GetInts("dimensions");
+  const auto& map = attr::Dimensions(n);
   EMBER_RETURN_IF_ERROR(CheckRank(n, map, "dimensions", x.shape().rank()));
   Literal out(n.shape);
   std::vector<int64_t> src_strides(n.shape.rank(), 0);
@@ -47,7 +48,7 @@ StatusOr<Literal> Reshape(const Node& n, const Literal& x) {
 
 // result dim i is operand dim perm[i].
 StatusOr<Literal> Transpose(const Node& n, const Literal& x) {
-  const auto& perm = n.attrs.GetInts("dimensions");
+  const auto& perm = attr::Dimensions(n);
   EMBER_RETURN_IF_ERROR(CheckRank(n, perm, "dimensions", x.shape().rank()));
   std::vector<int64_t> xs = x.shape().strides();
   std::vector<int64_t> src_strides(perm.size());
@@ -60,9 +61,9 @@ StatusOr<Literal> Transpose(const Node& n, const Literal& x) {
 
 StatusOr<Literal> Slice(const Node& n, const Literal& x) {
   const int rank = x.shape().rank();
-  const auto& start = n.attrs.GetInts("start");
+  const auto& start = attr::Start(n);
   EMBER_RETURN_IF_ERROR(CheckRank(n, start, "start", rank));
-  EMBER_ASSIGN_OR_RETURN(auto stride, GetIntsOr(n, "stride", rank, 1));
+  EMBER_ASSIGN_OR_RETURN(auto stride, GetIntsOr(n, attr::Stride, rank, 1));
   std::vector<int64_t> xs = x.shape().strides();
   std::vector<int64_t> src_strides(rank);
   int64_t base = 0;
@@ -108,7 +109,7 @@ StatusOr<std::vector<int64_t>> ReadStarts(const Node& n, const Operands& in, siz
 StatusOr<Literal> DynamicSlice(const Node& n, const Operands& in) {
   const Literal& x = *in[0];
   const int rank = x.shape().rank();
-  const auto& sizes = n.attrs.GetInts("slice_sizes");
+  const auto& sizes = attr::SliceSizes(n);
   EMBER_RETURN_IF_ERROR(CheckRank(n, sizes, "slice_sizes", rank));
   EMBER_ASSIGN_OR_RETURN(auto starts, ReadStarts(n, in, 1, x.shape(), sizes));
   std::vector<int64_t> xs = x.shape().strides();
@@ -139,7 +140,7 @@ StatusOr<Literal> DynamicUpdateSlice(const Node& n, const Operands& in) {
 }
 
 StatusOr<Literal> Concatenate(const Node& n, const Operands& in) {
-  const int64_t dim = n.attrs.GetInt("dimension");
+  const int64_t dim = attr::Dimension(n);
   if (dim < 0 || dim >= n.shape.rank()) return NodeInvalid(n, "bad dimension ", dim);
   Literal out(n.shape);
   std::vector<int64_t> os = n.shape.strides();
@@ -159,11 +160,11 @@ StatusOr<Literal> Concatenate(const Node& n, const Operands& in) {
 // outside the result (negative low/high crop) are dropped.
 StatusOr<Literal> Pad(const Node& n, const Literal& x, const Literal& value) {
   const int rank = x.shape().rank();
-  const auto& low = n.attrs.GetInts("low");
-  const auto& high = n.attrs.GetInts("high");
+  const auto& low = attr::Low(n);
+  const auto& high = attr::High(n);
   EMBER_RETURN_IF_ERROR(CheckRank(n, low, "low", rank));
   EMBER_RETURN_IF_ERROR(CheckRank(n, high, "high", rank));
-  EMBER_ASSIGN_OR_RETURN(auto interior, GetIntsOr(n, "interior", rank, 0));
+  EMBER_ASSIGN_OR_RETURN(auto interior, GetIntsOr(n, attr::Interior, rank, 0));
   if (value.num_elements() != 1 || value.dtype() != x.dtype()) {
     return NodeInvalid(n, "padding value must be a scalar of the operand's dtype");
   }
@@ -202,7 +203,7 @@ StatusOr<Literal> Reverse(const Node& n, const Literal& x) {
   std::vector<int64_t> src_strides = x.shape().strides();
   int64_t base = 0;
   std::vector<bool> rev(rank, false);
-  for (int64_t d : n.attrs.GetInts("dimensions")) {
+  for (int64_t d : attr::Dimensions(n)) {
     if (d < 0 || d >= rank) return NodeInvalid(n, "bad dimension ", d);
     rev[d] = !rev[d];
   }

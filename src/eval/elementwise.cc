@@ -20,6 +20,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "ember/ir/attributes.h"
 #include "eval/element_access.h"
 #include "eval/ops.h"
 
@@ -338,7 +339,7 @@ Status CompareTyped(const Node& n, const Literal& a, const Literal& b, Literal& 
     return UnsupportedDType(n, D);
   } else {
     using C = ComputeT<D>;
-    const std::string& dir_name = n.attrs.GetString("direction");
+    const std::string& dir_name = attr::Direction.Text(n.attrs);
     std::optional<ComparisonKind> dir = ParseComparisonKind(dir_name);
     if (!dir) {
       return InvalidArgument("compare %", n.id, ": bad direction '", dir_name,

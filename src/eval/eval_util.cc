@@ -3,7 +3,7 @@
 namespace ember::eval {
 
 StatusOr<ReduceKind> GetReduceKind(const Node& n) {
-  const AttrValue* v = n.attrs.Find("to_apply");
+  const AttrValue* v = attr::ToApply.Raw(n.attrs);
   if (v == nullptr) return NodeInvalid(n, "missing attribute to_apply");
   if (const auto* s = std::get_if<std::string>(v)) {
     if (auto k = ParseReduceKind(*s)) return *k;
@@ -17,10 +17,11 @@ StatusOr<ReduceKind> GetReduceKind(const Node& n) {
   return NodeInvalid(n, "bad to_apply attribute ", AttrValueToString(*v));
 }
 
-StatusOr<std::vector<int64_t>> GetIntsOr(const Node& n, const std::string& key, size_t size,
+StatusOr<std::vector<int64_t>> GetIntsOr(const Node& n, const attr::IntsAttr& a, size_t size,
                                          int64_t def) {
-  if (!n.attrs.Has(key)) return std::vector<int64_t>(size, def);
-  const auto* v = std::get_if<std::vector<int64_t>>(n.attrs.Find(key));
+  const char* key = a.key;
+  if (!a.In(n.attrs)) return std::vector<int64_t>(size, def);
+  const auto* v = std::get_if<std::vector<int64_t>>(a.Raw(n.attrs));
   if (v == nullptr) return NodeInvalid(n, "attribute ", key, " must be a list of integers");
   if (v->empty() && size != 0) return std::vector<int64_t>(size, def);
   if (v->size() != size) {

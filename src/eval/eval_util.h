@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ember/ir/attributes.h"
 #include "ember/ir/graph.h"
 
 namespace ember::eval {
@@ -37,7 +38,7 @@ StatusOr<ReduceKind> GetReduceKind(const Node& n);
 
 // An integer-list attribute that must have exactly `size` entries; an absent
 // attribute gives `size` copies of `def`.
-StatusOr<std::vector<int64_t>> GetIntsOr(const Node& n, const std::string& key, size_t size,
+StatusOr<std::vector<int64_t>> GetIntsOr(const Node& n, const attr::IntsAttr& a, size_t size,
                                          int64_t def);
 
 // ---- element access --------------------------------------------------------

@@ -7,6 +7,7 @@
 // Indices may be any integer dtype.
 #include <algorithm>
 
+#include "ember/ir/attributes.h"
 #include "eval/eval_util.h"
 #include "eval/ops.h"
 
@@ -83,11 +84,11 @@ StatusOr<std::vector<int64_t>> ReadStartOffsets(const Node& n, const Literal& in
 }
 
 StatusOr<Literal> Gather(const Node& n, const Literal& operand, const Literal& indices) {
-  const auto& offset_dims = n.attrs.GetInts("offset_dims");
-  const auto& collapsed = n.attrs.GetInts("collapsed_slice_dims");
-  const auto& start_index_map = n.attrs.GetInts("start_index_map");
-  const int64_t index_vector_dim = n.attrs.GetInt("index_vector_dim");
-  const auto& slice_sizes = n.attrs.GetInts("slice_sizes");
+  const auto& offset_dims = attr::OffsetDims(n);
+  const auto& collapsed = attr::CollapsedSliceDims(n);
+  const auto& start_index_map = attr::StartIndexMap(n);
+  const int64_t index_vector_dim = attr::IndexVectorDim(n);
+  const auto& slice_sizes = attr::SliceSizes(n);
   const Shape& os = operand.shape();
   if (static_cast<int>(slice_sizes.size()) != os.rank()) {
     return NodeInvalid(n, "slice_sizes has ", slice_sizes.size(), " entries, operand rank ",
@@ -160,10 +161,10 @@ void ScatterCombine(ReduceKind k, uint8_t* out, int64_t oi, const uint8_t* upd, 
 
 StatusOr<Literal> Scatter(const Node& n, const Literal& operand, const Literal& indices,
                           const Literal& updates) {
-  const auto& update_window_dims = n.attrs.GetInts("update_window_dims");
-  const auto& inserted = n.attrs.GetInts("inserted_window_dims");
-  const auto& to_operand = n.attrs.GetInts("scatter_dims_to_operand_dims");
-  const int64_t index_vector_dim = n.attrs.GetInt("index_vector_dim");
+  const auto& update_window_dims = attr::UpdateWindowDims(n);
+  const auto& inserted = attr::InsertedWindowDims(n);
+  const auto& to_operand = attr::ScatterDimsToOperandDims(n);
+  const int64_t index_vector_dim = attr::IndexVectorDim(n);
   EMBER_ASSIGN_OR_RETURN(ReduceKind kind, GetReduceKind(n));
   const Shape& os = operand.shape();
   const Shape& us = updates.shape();

@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 #include "eval/eval_util.h"
 #include "eval/ops.h"
@@ -19,8 +20,6 @@ namespace ember {
 namespace {
 
 // Attribute names of the ops handled in this file.
-constexpr const char* kCustomCallTargetAttr = "call_target_name";
-constexpr const char* kTupleIndexAttr = "index";
 // The largest result the reference interpreter will allocate (64 GiB): a
 // bigger one is a ResourceExhausted status before any allocation.
 constexpr int64_t kMaxResultBytes = int64_t{1} << 36;
@@ -34,7 +33,7 @@ Status NameNode(const Node& n, Status s) {
 }
 
 StatusOr<Literal> EvalCustomCall(const Node& n, const eval::Operands& in) {
-  const std::string& target = n.attrs.GetString(kCustomCallTargetAttr);
+  const std::string& target = attr::CallTargetName(n);
   StatusOr<ExternKernel> kernel = ExternRegistry::Global().Lookup(target);
   if (!kernel.ok()) {
     return NotFound(eval::NodeLabel(n), ": unknown custom-call target '", target, "'");
@@ -83,7 +82,7 @@ StatusOr<Literal> EvalTupleOp(const Node& n, const eval::Operands& in) {
       if (in.size() != 1 || !in[0]->shape().is_tuple()) {
         return eval::NodeInvalid(n, "operand must be a tuple");
       }
-      const int64_t i = n.attrs.GetInt(kTupleIndexAttr);
+      const int64_t i = attr::Index(n);
       const auto& elems = in[0]->tuple_elements();
       if (i < 0 || i >= static_cast<int64_t>(elems.size())) {
         return eval::NodeInvalid(n, "index ", i, " out of range for a tuple of ", elems.size());
@@ -195,7 +194,7 @@ StatusOr<Literal> EvaluateNode(const Node& n, const std::vector<const Literal*>&
                              inferred->ToString());
   }
   if (n.op == OpKind::kFusion) {
-    Status body = CheckFusionBody(shapes, n.called.get(), n.shape, n.attrs.GetString("kind"));
+    Status body = CheckFusionBody(shapes, n.called.get(), n.shape, attr::Kind.Text(n.attrs));
     if (!body.ok()) return NameNode(n, body);
   }
   return Dispatch(n, operands);

@@ -4,6 +4,7 @@
 // iota: element at multi-index idx has value idx[iota_dimension], converted
 // to the result dtype like `convert` from s64 (f16/bf16 through f32; pred is
 // idx != 0). constant: a copy of the node's literal.
+#include "ember/ir/attributes.h"
 #include "eval/element_access.h"
 #include "eval/ops.h"
 
@@ -21,7 +22,7 @@ void IotaLoop(int64_t count, int64_t stride, int64_t size, Literal& out) {
 StatusOr<Literal> Iota(const Node& n) {
   const Shape& shape = n.shape;
   if (shape.is_tuple()) return InvalidArgument("iota %", n.id, ": result cannot be a tuple");
-  const int64_t dim = n.attrs.GetInt("iota_dimension", -1);
+  const int64_t dim = attr::IotaDimension(n, -1);
   if (dim < 0 || dim >= shape.rank()) {
     return InvalidArgument("iota %", n.id, ": iota_dimension ", dim, " out of range for ",
                            shape.ToString());

@@ -8,6 +8,7 @@
 // is the node's. reduce-window: padding positions hold the identity.
 #include <memory>
 
+#include "ember/ir/attributes.h"
 #include "eval/eval_util.h"
 #include "eval/ops.h"
 
@@ -36,7 +37,7 @@ StatusOr<Literal> Reduce(const Node& n, const Literal& x) {
   const Shape& xs = x.shape();
   const int rank = xs.rank();
   std::vector<bool> reduced(rank, false);
-  for (int64_t d : n.attrs.GetInts("dimensions")) {
+  for (int64_t d : attr::Dimensions(n)) {
     if (d < 0 || d >= rank || reduced[d]) return NodeInvalid(n, "bad reduce dimension ", d);
     reduced[d] = true;
   }
@@ -91,7 +92,7 @@ bool IsNaN(T v) {
 
 StatusOr<Literal> ArgExtreme(const Node& n, const Literal& x, bool is_max) {
   const Shape& xs = x.shape();
-  const int64_t dim = n.attrs.GetInt("dimension");
+  const int64_t dim = attr::Dimension(n);
   if (dim < 0 || dim >= xs.rank()) return NodeInvalid(n, "bad dimension ", dim);
   const DType rt = n.shape.dtype();
   if (rt != DType::kS32 && rt != DType::kS64) {
@@ -146,14 +147,14 @@ StatusOr<Literal> ReduceWindow(const Node& n, const Literal& x) {
   EMBER_ASSIGN_OR_RETURN(ReduceKind kind, GetReduceKind(n));
   const Shape& xs = x.shape();
   const int rank = xs.rank();
-  const auto& win = n.attrs.GetInts("window_dimensions");
+  const auto& win = attr::WindowDimensions(n);
   if (static_cast<int>(win.size()) != rank) {
     return NodeInvalid(n, "window_dimensions has ", win.size(), " entries, expected ", rank);
   }
-  EMBER_ASSIGN_OR_RETURN(auto strides, GetIntsOr(n, "window_strides", rank, 1));
-  EMBER_ASSIGN_OR_RETURN(auto lo, GetIntsOr(n, "padding_low", rank, 0));
-  EMBER_ASSIGN_OR_RETURN(auto hi, GetIntsOr(n, "padding_high", rank, 0));
-  EMBER_ASSIGN_OR_RETURN(auto dil, GetIntsOr(n, "window_dilations", rank, 1));
+  EMBER_ASSIGN_OR_RETURN(auto strides, GetIntsOr(n, attr::WindowStrides, rank, 1));
+  EMBER_ASSIGN_OR_RETURN(auto lo, GetIntsOr(n, attr::PaddingLow, rank, 0));
+  EMBER_ASSIGN_OR_RETURN(auto hi, GetIntsOr(n, attr::PaddingHigh, rank, 0));
+  EMBER_ASSIGN_OR_RETURN(auto dil, GetIntsOr(n, attr::WindowDilations, rank, 1));
   if (n.shape.rank() != rank || n.shape.dtype() != x.dtype()) {
     return NodeInvalid(n, "result shape ", n.shape.ToString(), " does not match ", xs.ToString());
   }

@@ -6,6 +6,7 @@
 // standard normal (mean 0, variance 1) by Box-Muller.
 #include <cmath>
 
+#include "ember/ir/attributes.h"
 #include "eval/element_access.h"
 #include "eval/ops.h"
 #include "eval/philox.h"
@@ -107,7 +108,7 @@ StatusOr<Literal> EvalRng(const Node& n, const Operands& in) {
   // GetInt returns the bits of a u64 above 2^63 as a negative int64; casting back is exact.
   const uint64_t seed = static_cast<uint64_t>(in[0]->GetInt(0));
   const uint64_t offset = static_cast<uint64_t>(in[1]->GetInt(0));
-  const int64_t stream = n.attrs.GetInt("stream", 0);
+  const int64_t stream = attr::Stream(n, 0);
   const bool normal = n.op == OpKind::kRngNormal;
   Literal out(n.shape);
   switch (t) {

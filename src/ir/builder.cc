@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ember/ir/attributes.h"
 #include "ember/ir/fusion_analysis.h"
 
 namespace ember {
@@ -30,7 +31,7 @@ NodeId GraphBuilder::AddNode(OpKind op, std::vector<NodeId> operands, Attrs attr
   if (!shape.ok()) return Fail(shape.status());
   int depth = 0;
   if (op == OpKind::kFusion) {
-    Status body_ok = CheckFusionBody(shapes, called.get(), *shape, attrs.GetString("kind"));
+    Status body_ok = CheckFusionBody(shapes, called.get(), *shape, attr::Kind.Text(attrs));
     if (!body_ok.ok()) return Fail(body_ok);
     depth = called->fusion_depth() + 1;
     if (depth > kMaxFusionNesting)
@@ -39,7 +40,7 @@ NodeId GraphBuilder::AddNode(OpKind op, std::vector<NodeId> operands, Attrs attr
                                   "')"));
   }
   if (op == OpKind::kParameter) {
-    int64_t index = attrs.GetInt("index", -1);
+    int64_t index = attr::Index(attrs, -1);
     if (index >= static_cast<int64_t>(g_.parameters_.size()))
       g_.parameters_.resize(index + 1, kInvalidNode);
     if (g_.parameters_[index] != kInvalidNode)
@@ -76,12 +77,13 @@ NodeId GraphBuilder::Fusion(std::vector<NodeId> operands, std::shared_ptr<const 
     return Fail(InvalidArgument("fusion: the body's output is not a node"));
   Shape result = body->node(out).shape;
   const FusionKind k = kind ? *kind : AnalyzeFusion(*body).kind;
-  return AddNode(OpKind::kFusion, std::move(operands), {{"kind", std::string(FusionKindName(k))}},
-                 std::move(result), nullptr, "", std::move(body));
+  return AddNode(OpKind::kFusion, std::move(operands),
+                 {{attr::Kind.key, std::string(FusionKindName(k))}}, std::move(result), nullptr, "",
+                 std::move(body));
 }
 
 NodeId GraphBuilder::Parameter(int64_t index, Shape shape) {
-  return AddNode(OpKind::kParameter, {}, {{"index", index}}, std::move(shape));
+  return AddNode(OpKind::kParameter, {}, {{attr::Index.key, index}}, std::move(shape));
 }
 
 NodeId GraphBuilder::Constant(Literal value) {
@@ -94,15 +96,17 @@ NodeId GraphBuilder::ConstantScalar(DType t, double v) {
 }
 
 NodeId GraphBuilder::Iota(Shape shape, int64_t iota_dimension) {
-  return AddNode(OpKind::kIota, {}, {{"iota_dimension", iota_dimension}}, std::move(shape));
+  return AddNode(OpKind::kIota, {}, {{attr::IotaDimension.key, iota_dimension}}, std::move(shape));
 }
 
 NodeId GraphBuilder::RngUniform(NodeId seed, NodeId offset, Shape shape, int64_t stream) {
-  return AddNode(OpKind::kRngUniform, {seed, offset}, {{"stream", stream}}, std::move(shape));
+  return AddNode(OpKind::kRngUniform, {seed, offset}, {{attr::Stream.key, stream}},
+                 std::move(shape));
 }
 
 NodeId GraphBuilder::RngNormal(NodeId seed, NodeId offset, Shape shape, int64_t stream) {
-  return AddNode(OpKind::kRngNormal, {seed, offset}, {{"stream", stream}}, std::move(shape));
+  return AddNode(OpKind::kRngNormal, {seed, offset}, {{attr::Stream.key, stream}},
+                 std::move(shape));
 }
 
 NodeId GraphBuilder::Unary(OpKind op, NodeId x) {
@@ -121,7 +125,7 @@ NodeId GraphBuilder::Binary(OpKind op, NodeId a, NodeId b) {
 
 NodeId GraphBuilder::Compare(NodeId a, NodeId b, ComparisonKind direction) {
   return AddNode(OpKind::kCompare, {a, b},
-                 {{"direction", std::string(ComparisonKindName(direction))}});
+                 {{attr::Direction.key, std::string(ComparisonKindName(direction))}});
 }
 
 NodeId GraphBuilder::Convert(NodeId x, DType to) {
@@ -146,7 +150,8 @@ NodeId GraphBuilder::BroadcastInDim(NodeId x, std::vector<int64_t> result_dims,
   if (x < 0 || x >= g_.num_nodes())
     return Fail(InvalidArgument("broadcast-in-dim: bad operand %", x));
   DType t = g_.nodes_[x].shape.dtype();
-  return AddNode(OpKind::kBroadcastInDim, {x}, {{"dimensions", std::move(broadcast_dimensions)}},
+  return AddNode(OpKind::kBroadcastInDim, {x},
+                 {{attr::Dimensions.key, std::move(broadcast_dimensions)}},
                  Shape(t, std::move(result_dims)));
 }
 
@@ -158,14 +163,15 @@ NodeId GraphBuilder::Reshape(NodeId x, std::vector<int64_t> dims) {
 }
 
 NodeId GraphBuilder::Transpose(NodeId x, std::vector<int64_t> permutation) {
-  return AddNode(OpKind::kTranspose, {x}, {{"dimensions", std::move(permutation)}});
+  return AddNode(OpKind::kTranspose, {x}, {{attr::Dimensions.key, std::move(permutation)}});
 }
 
 NodeId GraphBuilder::Slice(NodeId x, std::vector<int64_t> start, std::vector<int64_t> limit,
                            std::vector<int64_t> stride) {
-  return AddNode(
-      OpKind::kSlice, {x},
-      {{"start", std::move(start)}, {"limit", std::move(limit)}, {"stride", std::move(stride)}});
+  return AddNode(OpKind::kSlice, {x},
+                 {{attr::Start.key, std::move(start)},
+                  {attr::Limit.key, std::move(limit)},
+                  {attr::Stride.key, std::move(stride)}});
 }
 
 NodeId GraphBuilder::DynamicSlice(NodeId x, std::vector<NodeId> start_indices,
@@ -173,7 +179,7 @@ NodeId GraphBuilder::DynamicSlice(NodeId x, std::vector<NodeId> start_indices,
   std::vector<NodeId> operands = {x};
   operands.insert(operands.end(), start_indices.begin(), start_indices.end());
   return AddNode(OpKind::kDynamicSlice, std::move(operands),
-                 {{"slice_sizes", std::move(slice_sizes)}});
+                 {{attr::SliceSizes.key, std::move(slice_sizes)}});
 }
 
 NodeId GraphBuilder::DynamicUpdateSlice(NodeId x, NodeId update,
@@ -184,44 +190,45 @@ NodeId GraphBuilder::DynamicUpdateSlice(NodeId x, NodeId update,
 }
 
 NodeId GraphBuilder::Concatenate(std::vector<NodeId> xs, int64_t dimension) {
-  return AddNode(OpKind::kConcatenate, std::move(xs), {{"dimension", dimension}});
+  return AddNode(OpKind::kConcatenate, std::move(xs), {{attr::Dimension.key, dimension}});
 }
 
 NodeId GraphBuilder::Pad(NodeId x, NodeId padding_value, std::vector<int64_t> low,
                          std::vector<int64_t> high, std::vector<int64_t> interior) {
-  return AddNode(
-      OpKind::kPad, {x, padding_value},
-      {{"low", std::move(low)}, {"high", std::move(high)}, {"interior", std::move(interior)}});
+  return AddNode(OpKind::kPad, {x, padding_value},
+                 {{attr::Low.key, std::move(low)},
+                  {attr::High.key, std::move(high)},
+                  {attr::Interior.key, std::move(interior)}});
 }
 
 NodeId GraphBuilder::Reverse(NodeId x, std::vector<int64_t> dimensions) {
-  return AddNode(OpKind::kReverse, {x}, {{"dimensions", std::move(dimensions)}});
+  return AddNode(OpKind::kReverse, {x}, {{attr::Dimensions.key, std::move(dimensions)}});
 }
 
 NodeId GraphBuilder::Gather(NodeId operand, NodeId indices, const GatherDims& dims,
                             std::vector<int64_t> slice_sizes) {
   return AddNode(OpKind::kGather, {operand, indices},
-                 {{"offset_dims", dims.offset_dims},
-                  {"collapsed_slice_dims", dims.collapsed_slice_dims},
-                  {"start_index_map", dims.start_index_map},
-                  {"index_vector_dim", dims.index_vector_dim},
-                  {"slice_sizes", std::move(slice_sizes)}});
+                 {{attr::OffsetDims.key, dims.offset_dims},
+                  {attr::CollapsedSliceDims.key, dims.collapsed_slice_dims},
+                  {attr::StartIndexMap.key, dims.start_index_map},
+                  {attr::IndexVectorDim.key, dims.index_vector_dim},
+                  {attr::SliceSizes.key, std::move(slice_sizes)}});
 }
 
 NodeId GraphBuilder::Scatter(NodeId operand, NodeId indices, NodeId updates,
                              const ScatterDims& dims, ReduceKind to_apply) {
   return AddNode(OpKind::kScatter, {operand, indices, updates},
-                 {{"update_window_dims", dims.update_window_dims},
-                  {"inserted_window_dims", dims.inserted_window_dims},
-                  {"scatter_dims_to_operand_dims", dims.scatter_dims_to_operand_dims},
-                  {"index_vector_dim", dims.index_vector_dim},
-                  {"to_apply", std::string(ReduceKindName(to_apply))}});
+                 {{attr::UpdateWindowDims.key, dims.update_window_dims},
+                  {attr::InsertedWindowDims.key, dims.inserted_window_dims},
+                  {attr::ScatterDimsToOperandDims.key, dims.scatter_dims_to_operand_dims},
+                  {attr::IndexVectorDim.key, dims.index_vector_dim},
+                  {attr::ToApply.key, std::string(ReduceKindName(to_apply))}});
 }
 
 NodeId GraphBuilder::Reduce(NodeId x, std::vector<int64_t> dimensions, ReduceKind to_apply) {
-  return AddNode(
-      OpKind::kReduce, {x},
-      {{"dimensions", std::move(dimensions)}, {"to_apply", std::string(ReduceKindName(to_apply))}});
+  return AddNode(OpKind::kReduce, {x},
+                 {{attr::Dimensions.key, std::move(dimensions)},
+                  {attr::ToApply.key, std::string(ReduceKindName(to_apply))}});
 }
 
 // argmax/argmin: the result is the operand's dims without `dimension`, of
@@ -232,7 +239,7 @@ NodeId GraphBuilder::ArgReduce(OpKind op, NodeId x, int64_t dimension, DType ind
   std::vector<int64_t> dims = g_.nodes_[x].shape.dims();
   if (dimension >= 0 && dimension < static_cast<int64_t>(dims.size()))
     dims.erase(dims.begin() + dimension);
-  return AddNode(op, {x}, {{"dimension", dimension}}, Shape(index_type, dims));
+  return AddNode(op, {x}, {{attr::Dimension.key, dimension}}, Shape(index_type, dims));
 }
 
 NodeId GraphBuilder::ArgMax(NodeId x, int64_t dimension, DType index_type) {
@@ -249,21 +256,21 @@ NodeId GraphBuilder::ReduceWindow(NodeId x, ReduceKind to_apply,
                                   std::vector<int64_t> padding_low,
                                   std::vector<int64_t> padding_high,
                                   std::vector<int64_t> window_dilations) {
-  Attrs attrs{{"to_apply", std::string(ReduceKindName(to_apply))},
-              {"window_dimensions", std::move(window_dimensions)},
-              {"window_strides", std::move(window_strides)},
-              {"padding_low", std::move(padding_low)},
-              {"padding_high", std::move(padding_high)}};
-  if (!window_dilations.empty()) attrs.Set("window_dilations", std::move(window_dilations));
+  Attrs attrs{{attr::ToApply.key, std::string(ReduceKindName(to_apply))},
+              {attr::WindowDimensions.key, std::move(window_dimensions)},
+              {attr::WindowStrides.key, std::move(window_strides)},
+              {attr::PaddingLow.key, std::move(padding_low)},
+              {attr::PaddingHigh.key, std::move(padding_high)}};
+  if (!window_dilations.empty()) attrs.Set(attr::WindowDilations.key, std::move(window_dilations));
   return AddNode(OpKind::kReduceWindow, {x}, std::move(attrs));
 }
 
 NodeId GraphBuilder::DotGeneral(NodeId lhs, NodeId rhs, const DotDims& dims,
                                 std::optional<DType> result_type) {
-  Attrs attrs{{"lhs_batch_dims", dims.lhs_batch},
-              {"rhs_batch_dims", dims.rhs_batch},
-              {"lhs_contracting_dims", dims.lhs_contracting},
-              {"rhs_contracting_dims", dims.rhs_contracting}};
+  Attrs attrs{{attr::LhsBatchDims.key, dims.lhs_batch},
+              {attr::RhsBatchDims.key, dims.rhs_batch},
+              {attr::LhsContractingDims.key, dims.lhs_contracting},
+              {attr::RhsContractingDims.key, dims.rhs_contracting}};
   if (!result_type) return AddNode(OpKind::kDotGeneral, {lhs, rhs}, std::move(attrs));
   if (!status_.ok()) return kInvalidNode;
   // Infer the dims with the operand dtype, then declare the requested dtype.
@@ -280,19 +287,20 @@ NodeId GraphBuilder::DotGeneral(NodeId lhs, NodeId rhs, const DotDims& dims,
 
 NodeId GraphBuilder::Convolution(NodeId lhs, NodeId rhs, const ConvConfig& config) {
   Attrs attrs;
-  if (!config.window_strides.empty()) attrs.Set("window_strides", config.window_strides);
-  if (!config.padding_low.empty()) attrs.Set("padding_low", config.padding_low);
-  if (!config.padding_high.empty()) attrs.Set("padding_high", config.padding_high);
-  if (!config.lhs_dilation.empty()) attrs.Set("lhs_dilation", config.lhs_dilation);
-  if (!config.rhs_dilation.empty()) attrs.Set("rhs_dilation", config.rhs_dilation);
-  if (config.feature_group_count != 1) attrs.Set("feature_group_count", config.feature_group_count);
+  if (!config.window_strides.empty()) attrs.Set(attr::WindowStrides.key, config.window_strides);
+  if (!config.padding_low.empty()) attrs.Set(attr::PaddingLow.key, config.padding_low);
+  if (!config.padding_high.empty()) attrs.Set(attr::PaddingHigh.key, config.padding_high);
+  if (!config.lhs_dilation.empty()) attrs.Set(attr::LhsDilation.key, config.lhs_dilation);
+  if (!config.rhs_dilation.empty()) attrs.Set(attr::RhsDilation.key, config.rhs_dilation);
+  if (config.feature_group_count != 1)
+    attrs.Set(attr::FeatureGroupCount.key, config.feature_group_count);
   return AddNode(OpKind::kConvolution, {lhs, rhs}, std::move(attrs));
 }
 
 NodeId GraphBuilder::CustomCall(std::string target, std::vector<NodeId> operands, Shape result,
                                 std::string backend_config) {
-  Attrs attrs{{"call_target_name", std::move(target)}};
-  if (!backend_config.empty()) attrs.Set("backend_config", std::move(backend_config));
+  Attrs attrs{{attr::CallTargetName.key, std::move(target)}};
+  if (!backend_config.empty()) attrs.Set(attr::BackendConfig.key, std::move(backend_config));
   return AddNode(OpKind::kCustomCall, std::move(operands), std::move(attrs), std::move(result));
 }
 
@@ -305,7 +313,7 @@ NodeId GraphBuilder::Tuple(std::vector<NodeId> xs) {
 }
 
 NodeId GraphBuilder::GetTupleElement(NodeId t, int64_t index) {
-  return AddNode(OpKind::kGetTupleElement, {t}, {{"index", index}});
+  return AddNode(OpKind::kGetTupleElement, {t}, {{attr::Index.key, index}});
 }
 
 void GraphBuilder::SetOutputs(std::vector<NodeId> outputs) {

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "ember/ir/attributes.h"
+
 namespace ember {
 namespace {
 
@@ -21,7 +23,7 @@ std::string DimsText(const std::vector<int64_t>& d) {
 }
 
 std::vector<int64_t> SortedReduceDims(const Node& n) {
-  const auto& d = n.attrs.GetInts("dimensions");
+  const auto& d = attr::Dimensions(n);
   std::vector<int64_t> v(d.begin(), d.end());
   std::sort(v.begin(), v.end());
   return v;
@@ -126,7 +128,7 @@ class Analyzer {
       from[id] = src;
       const Node& rn = g_.node(src);
       if (n.op == OpKind::kBroadcastInDim && !n.shape.is_tuple()) {
-        const auto& bd = n.attrs.GetInts("dimensions");
+        const auto& bd = attr::Dimensions(n);
         if (g_.node(n.operands[0]).shape.dims() == outer && n.shape.dims() == full &&
             std::vector<int64_t>(bd.begin(), bd.end()) == canonical)
           continue;

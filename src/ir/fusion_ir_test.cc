@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ember/eval/interpreter.h"
+#include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 #include "ember/ir/hash.h"
 #include "ember/ir/text.h"
@@ -57,7 +58,7 @@ TEST(FusionIrTest, BuilderInfersResultFromBody) {
   EXPECT_EQ(f.op, OpKind::kFusion);
   EXPECT_EQ(f.shape, kF8);
   ASSERT_NE(f.called, nullptr);
-  EXPECT_EQ(f.attrs.GetString("kind"), "loop");
+  EXPECT_EQ(attr::Kind.Text(f.attrs), "loop");
   EXPECT_FALSE(f.attrs.Has("calls"));
   EXPECT_TRUE(IsOpaqueToPasses(OpKind::kFusion));
   EXPECT_EQ(OpCategory(OpKind::kFusion), OpCategoryKind::kFusion);

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 #include "ember/ir/fusion_analysis.h"
 
@@ -13,34 +14,6 @@ namespace ember {
 const AttrValue* Attrs::Find(const std::string& key) const {
   auto it = map_.find(key);
   return it == map_.end() ? nullptr : &it->second;
-}
-
-int64_t Attrs::GetInt(const std::string& key, int64_t def) const {
-  const AttrValue* v = Find(key);
-  if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);
-  return def;
-}
-
-double Attrs::GetFloat(const std::string& key, double def) const {
-  const AttrValue* v = Find(key);
-  if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
-  if (v && std::holds_alternative<int64_t>(*v)) return static_cast<double>(std::get<int64_t>(*v));
-  return def;
-}
-
-const std::string& Attrs::GetString(const std::string& key) const {
-  static const std::string kEmpty;
-  const AttrValue* v = Find(key);
-  if (v && std::holds_alternative<std::string>(*v)) return std::get<std::string>(*v);
-  return kEmpty;
-}
-
-const std::vector<int64_t>& Attrs::GetInts(const std::string& key) const {
-  static const std::vector<int64_t> kEmpty;
-  const AttrValue* v = Find(key);
-  if (v && std::holds_alternative<std::vector<int64_t>>(*v))
-    return std::get<std::vector<int64_t>>(*v);
-  return kEmpty;
 }
 
 std::string AttrValueToString(const AttrValue& v) {
@@ -236,8 +209,7 @@ Status VerifyImpl(const Graph& g, std::set<const Graph*>& verified, int depth) {
     if (n.called && n.op != OpKind::kFusion)
       return InvalidArgument(OpName(n.op), " %", n.id, ": only a fusion may call a body graph");
     if (n.op == OpKind::kFusion) {
-      Status s =
-          CheckFusionBody(operand_shapes, n.called.get(), n.shape, n.attrs.GetString("kind"));
+      Status s = CheckFusionBody(operand_shapes, n.called.get(), n.shape, attr::Kind.Text(n.attrs));
       if (!s.ok()) return InvalidArgument("fusion %", n.id, ": ", s.message());
       if (verified.insert(n.called.get()).second) {
         Status b = VerifyImpl(*n.called, verified, depth + 1);
@@ -248,7 +220,7 @@ Status VerifyImpl(const Graph& g, std::set<const Graph*>& verified, int depth) {
       }
     }
     if (n.op == OpKind::kParameter) {
-      int64_t idx = n.attrs.GetInt("index", -1);
+      int64_t idx = attr::Index(n, -1);
       if (idx < 0 || idx >= static_cast<int64_t>(param_seen.size()) || g.parameters()[idx] != n.id)
         return InvalidArgument("parameter %", n.id, ": index ", idx,
                                " is not registered in the parameter list");

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 
 namespace ember {
@@ -26,13 +27,14 @@ class Checker {
     return InvalidArgument(os.str());
   }
 
-  Status Arity(size_t n) const {
-    if (operands_.size() != n) return Error("expected ", n, " operand(s), got ", operands_.size());
-    return OkStatus();
-  }
-  Status MinArity(size_t n) const {
-    if (operands_.size() < n)
-      return Error("expected at least ", n, " operand(s), got ", operands_.size());
+  // The operand count the op's properties give (ember/ir/opcode.h).
+  Status OperandCount() const {
+    const size_t lo = static_cast<size_t>(MinOperands(op_));
+    const int hi = MaxOperands(op_);
+    if (hi != kVariadic && operands_.size() != static_cast<size_t>(hi))
+      return Error("expected ", hi, " operand(s), got ", operands_.size());
+    if (operands_.size() < lo)
+      return Error("expected at least ", lo, " operand(s), got ", operands_.size());
     return OkStatus();
   }
   Status AllArrays() const {
@@ -40,43 +42,42 @@ class Checker {
       if (operands_[i].is_tuple()) return Error("operand ", i, " must be an array, not a tuple");
     return OkStatus();
   }
-  Status Int(const std::string& key, int64_t* out,
-             std::optional<int64_t> def = std::nullopt) const {
-    const AttrValue* v = attrs_.Find(key);
+  Status Int(const attr::Base& a, int64_t* out, std::optional<int64_t> def = std::nullopt) const {
+    const AttrValue* v = a.Raw(attrs_);
     if (!v) {
       if (def) {
         *out = *def;
         return OkStatus();
       }
-      return Error("missing integer attribute '", key, "'");
+      return Error("missing integer attribute '", a.key, "'");
     }
     if (!std::holds_alternative<int64_t>(*v))
-      return Error("attribute '", key, "' must be an integer");
+      return Error("attribute '", a.key, "' must be an integer");
     *out = std::get<int64_t>(*v);
     return OkStatus();
   }
   // A list attribute of `size` entries (size < 0: any); absent -> `fill` repeated (if given).
-  Status Ints(const std::string& key, std::vector<int64_t>* out, int64_t size,
+  Status Ints(const attr::Base& a, std::vector<int64_t>* out, int64_t size,
               std::optional<int64_t> fill = std::nullopt) const {
-    const AttrValue* v = attrs_.Find(key);
+    const AttrValue* v = a.Raw(attrs_);
     if (!v) {
       if (fill && size >= 0) {
         out->assign(size, *fill);
         return OkStatus();
       }
-      return Error("missing integer-list attribute '", key, "'");
+      return Error("missing integer-list attribute '", a.key, "'");
     }
     if (!std::holds_alternative<std::vector<int64_t>>(*v))
-      return Error("attribute '", key, "' must be an integer list like {0,1}");
+      return Error("attribute '", a.key, "' must be an integer list like {0,1}");
     *out = std::get<std::vector<int64_t>>(*v);
     if (size >= 0 && static_cast<int64_t>(out->size()) != size)
-      return Error("attribute '", key, "' has ", out->size(), " entries, expected ", size);
+      return Error("attribute '", a.key, "' has ", out->size(), " entries, expected ", size);
     return OkStatus();
   }
-  Status Str(const std::string& key, std::string* out) const {
-    const AttrValue* v = attrs_.Find(key);
+  Status Str(const attr::Base& a, std::string* out) const {
+    const AttrValue* v = a.Raw(attrs_);
     if (!v || !std::holds_alternative<std::string>(*v))
-      return Error("missing string attribute '", key, "'");
+      return Error("missing string attribute '", a.key, "'");
     *out = std::get<std::string>(*v);
     return OkStatus();
   }
@@ -151,18 +152,17 @@ StatusOr<Shape> RequireDeclared(const Checker& c, const std::optional<Shape>& de
 }
 
 StatusOr<Shape> InferGather(const Checker& c) {
-  EMBER_RETURN_IF_ERROR(c.Arity(2));
   EMBER_RETURN_IF_ERROR(c.AllArrays());
   const Shape& operand = c.operand(0);
   const Shape& indices = c.operand(1);
   if (!IsInteger(indices.dtype())) return c.Error("indices must have an integer type");
   std::vector<int64_t> offset_dims, collapsed, start_map, slice_sizes;
-  int64_t ivd;
-  EMBER_RETURN_IF_ERROR(c.Ints("offset_dims", &offset_dims, -1));
-  EMBER_RETURN_IF_ERROR(c.Ints("collapsed_slice_dims", &collapsed, -1));
-  EMBER_RETURN_IF_ERROR(c.Ints("start_index_map", &start_map, -1));
-  EMBER_RETURN_IF_ERROR(c.Ints("slice_sizes", &slice_sizes, operand.rank()));
-  EMBER_RETURN_IF_ERROR(c.Int("index_vector_dim", &ivd));
+  int64_t ivd = 0;
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::OffsetDims, &offset_dims, -1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::CollapsedSliceDims, &collapsed, -1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::StartIndexMap, &start_map, -1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::SliceSizes, &slice_sizes, operand.rank()));
+  EMBER_RETURN_IF_ERROR(c.Int(attr::IndexVectorDim, &ivd));
   if (ivd < 0 || ivd > indices.rank())
     return c.Error("index_vector_dim ", ivd, " out of range [0, ", indices.rank(), "]");
   int64_t index_vector_size = ivd == indices.rank() ? 1 : indices.dim(ivd);
@@ -207,7 +207,6 @@ StatusOr<Shape> InferGather(const Checker& c) {
 }
 
 StatusOr<Shape> InferScatter(const Checker& c) {
-  EMBER_RETURN_IF_ERROR(c.Arity(3));
   EMBER_RETURN_IF_ERROR(c.AllArrays());
   const Shape& operand = c.operand(0);
   const Shape& indices = c.operand(1);
@@ -215,13 +214,13 @@ StatusOr<Shape> InferScatter(const Checker& c) {
   if (!IsInteger(indices.dtype())) return c.Error("indices must have an integer type");
   if (updates.dtype() != operand.dtype()) return c.Error("updates must have the operand's dtype");
   std::vector<int64_t> window_dims, inserted, to_operand;
-  int64_t ivd;
+  int64_t ivd = 0;
   std::string to_apply;
-  EMBER_RETURN_IF_ERROR(c.Ints("update_window_dims", &window_dims, -1));
-  EMBER_RETURN_IF_ERROR(c.Ints("inserted_window_dims", &inserted, -1));
-  EMBER_RETURN_IF_ERROR(c.Ints("scatter_dims_to_operand_dims", &to_operand, -1));
-  EMBER_RETURN_IF_ERROR(c.Int("index_vector_dim", &ivd));
-  EMBER_RETURN_IF_ERROR(c.Str("to_apply", &to_apply));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::UpdateWindowDims, &window_dims, -1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::InsertedWindowDims, &inserted, -1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::ScatterDimsToOperandDims, &to_operand, -1));
+  EMBER_RETURN_IF_ERROR(c.Int(attr::IndexVectorDim, &ivd));
+  EMBER_RETURN_IF_ERROR(c.Str(attr::ToApply, &to_apply));
   auto kind = ParseReduceKind(to_apply);
   if (!kind)
     return c.Error("to_apply '", to_apply,
@@ -275,18 +274,17 @@ StatusOr<Shape> InferScatter(const Checker& c) {
 }
 
 StatusOr<Shape> InferReduceWindow(const Checker& c) {
-  EMBER_RETURN_IF_ERROR(c.Arity(1));
   EMBER_RETURN_IF_ERROR(c.AllArrays());
   const Shape& x = c.operand(0);
   const int r = x.rank();
   std::vector<int64_t> window, strides, lo, hi, dil;
   std::string to_apply;
-  EMBER_RETURN_IF_ERROR(c.Ints("window_dimensions", &window, r));
-  EMBER_RETURN_IF_ERROR(c.Ints("window_strides", &strides, r, 1));
-  EMBER_RETURN_IF_ERROR(c.Ints("padding_low", &lo, r, 0));
-  EMBER_RETURN_IF_ERROR(c.Ints("padding_high", &hi, r, 0));
-  EMBER_RETURN_IF_ERROR(c.Ints("window_dilations", &dil, r, 1));
-  EMBER_RETURN_IF_ERROR(c.Str("to_apply", &to_apply));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::WindowDimensions, &window, r));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::WindowStrides, &strides, r, 1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::PaddingLow, &lo, r, 0));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::PaddingHigh, &hi, r, 0));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::WindowDilations, &dil, r, 1));
+  EMBER_RETURN_IF_ERROR(c.Str(attr::ToApply, &to_apply));
   auto kind = ParseReduceKind(to_apply);
   if (!kind || *kind == ReduceKind::kAssign)
     return c.Error("to_apply '", to_apply,
@@ -307,17 +305,16 @@ StatusOr<Shape> InferReduceWindow(const Checker& c) {
 }
 
 StatusOr<Shape> InferDot(const Checker& c, const std::optional<Shape>& declared) {
-  EMBER_RETURN_IF_ERROR(c.Arity(2));
   EMBER_RETURN_IF_ERROR(c.AllArrays());
   const Shape& l = c.operand(0);
   const Shape& r = c.operand(1);
   if (l.dtype() != r.dtype()) return c.Error("operands must have the same dtype");
   if (!IsNumeric(l.dtype())) return c.Error("expected integer or floating-point operands");
   std::vector<int64_t> lb, rb, lc, rc;
-  EMBER_RETURN_IF_ERROR(c.Ints("lhs_batch_dims", &lb, -1));
-  EMBER_RETURN_IF_ERROR(c.Ints("rhs_batch_dims", &rb, -1));
-  EMBER_RETURN_IF_ERROR(c.Ints("lhs_contracting_dims", &lc, -1));
-  EMBER_RETURN_IF_ERROR(c.Ints("rhs_contracting_dims", &rc, -1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::LhsBatchDims, &lb, -1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::RhsBatchDims, &rb, -1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::LhsContractingDims, &lc, -1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::RhsContractingDims, &rc, -1));
   if (lb.size() != rb.size()) return c.Error("lhs and rhs must have as many batch dims");
   if (lc.size() != rc.size()) return c.Error("lhs and rhs must have as many contracting dims");
   std::vector<int64_t> lall = lb, rall = rb;
@@ -344,7 +341,6 @@ StatusOr<Shape> InferDot(const Checker& c, const std::optional<Shape>& declared)
 }
 
 StatusOr<Shape> InferConvolution(const Checker& c) {
-  EMBER_RETURN_IF_ERROR(c.Arity(2));
   EMBER_RETURN_IF_ERROR(c.AllArrays());
   const Shape& l = c.operand(0);
   const Shape& r = c.operand(1);
@@ -357,12 +353,12 @@ StatusOr<Shape> InferConvolution(const Checker& c) {
   const int s = l.rank() - 2;
   std::vector<int64_t> strides, lo, hi, ldil, rdil;
   int64_t groups;
-  EMBER_RETURN_IF_ERROR(c.Ints("window_strides", &strides, s, 1));
-  EMBER_RETURN_IF_ERROR(c.Ints("padding_low", &lo, s, 0));
-  EMBER_RETURN_IF_ERROR(c.Ints("padding_high", &hi, s, 0));
-  EMBER_RETURN_IF_ERROR(c.Ints("lhs_dilation", &ldil, s, 1));
-  EMBER_RETURN_IF_ERROR(c.Ints("rhs_dilation", &rdil, s, 1));
-  EMBER_RETURN_IF_ERROR(c.Int("feature_group_count", &groups, 1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::WindowStrides, &strides, s, 1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::PaddingLow, &lo, s, 0));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::PaddingHigh, &hi, s, 0));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::LhsDilation, &ldil, s, 1));
+  EMBER_RETURN_IF_ERROR(c.Ints(attr::RhsDilation, &rdil, s, 1));
+  EMBER_RETURN_IF_ERROR(c.Int(attr::FeatureGroupCount, &groups, 1));
   if (groups < 1) return c.Error("feature_group_count must be >= 1");
   if (l.dim(1) != r.dim(1) * groups)
     return c.Error("input channels ", l.dim(1), " must equal kernel input channels ", r.dim(1),
@@ -385,9 +381,9 @@ StatusOr<Shape> InferConvolution(const Checker& c) {
 StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& attrs,
                       const std::optional<Shape>& declared, const Literal* literal) {
   Checker c(op, ops, attrs);
+  EMBER_RETURN_IF_ERROR(c.OperandCount());
   switch (OpCategory(op)) {
     case OpCategoryKind::kLeaf: {
-      EMBER_RETURN_IF_ERROR(c.Arity(0));
       if (op == OpKind::kConstant) {
         if (!literal) return c.Error("a constant needs a value");
         if (literal->shape().is_tuple()) return c.Error("a constant must be an array");
@@ -397,12 +393,12 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       if (s.is_tuple()) return c.Error("result must be an array");
       if (op == OpKind::kParameter) {
         int64_t index;
-        EMBER_RETURN_IF_ERROR(c.Int("index", &index));
+        EMBER_RETURN_IF_ERROR(c.Int(attr::Index, &index));
         if (index < 0) return c.Error("parameter index must be >= 0");
         return s;
       }
       int64_t dim;  // iota
-      EMBER_RETURN_IF_ERROR(c.Int("iota_dimension", &dim));
+      EMBER_RETURN_IF_ERROR(c.Int(attr::IotaDimension, &dim));
       if (dim < 0 || dim >= s.rank())
         return c.Error("iota_dimension ", dim, " out of range [0, ", s.rank(), ") for ",
                        s.ToString());
@@ -410,20 +406,18 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       return s;
     }
     case OpCategoryKind::kRng: {
-      EMBER_RETURN_IF_ERROR(c.Arity(2));
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       for (int i = 0; i < 2; ++i)
         if (ops[i] != Shape(DType::kU64, {}))
           return c.Error("seed and offset must be u64[] scalars");
       int64_t stream;
-      EMBER_RETURN_IF_ERROR(c.Int("stream", &stream));
+      EMBER_RETURN_IF_ERROR(c.Int(attr::Stream, &stream));
       EMBER_ASSIGN_OR_RETURN(Shape s, RequireDeclared(c, declared));
       if (s.is_tuple() || !IsFloat(s.dtype()))
         return c.Error("result must be a floating-point array");
       return s;
     }
     case OpCategoryKind::kUnary: {
-      EMBER_RETURN_IF_ERROR(c.Arity(1));
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       const Shape& x = ops[0];
       if (op == OpKind::kConvert) {
@@ -439,7 +433,6 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       return x;
     }
     case OpCategoryKind::kBinary: {
-      EMBER_RETURN_IF_ERROR(c.Arity(2));
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       if (ops[0] != ops[1])
         return c.Error(
@@ -448,7 +441,7 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       EMBER_RETURN_IF_ERROR(CheckBinaryDType(c, ops[0].dtype()));
       if (op == OpKind::kCompare) {
         std::string dir;
-        EMBER_RETURN_IF_ERROR(c.Str("direction", &dir));
+        EMBER_RETURN_IF_ERROR(c.Str(attr::Direction, &dir));
         if (!ParseComparisonKind(dir))
           return c.Error("direction '", dir, "' is not one of EQ, NE, LT, LE, GT, GE");
         return ops[0].with_dtype(DType::kPred);
@@ -456,7 +449,6 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       return ops[0];
     }
     case OpCategoryKind::kElementwiseOther: {
-      EMBER_RETURN_IF_ERROR(c.Arity(3));
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       if (op == OpKind::kSelect) {
         if (ops[0].dtype() != DType::kPred) return c.Error("the predicate must be pred");
@@ -478,15 +470,14 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       return op == OpKind::kGather ? InferGather(c) : InferScatter(c);
     case OpCategoryKind::kReduction: {
       if (op == OpKind::kReduceWindow) return InferReduceWindow(c);
-      EMBER_RETURN_IF_ERROR(c.Arity(1));
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       const Shape& x = ops[0];
       if (op == OpKind::kReduce) {
         std::vector<int64_t> dims;
         std::string to_apply;
-        EMBER_RETURN_IF_ERROR(c.Ints("dimensions", &dims, -1));
+        EMBER_RETURN_IF_ERROR(c.Ints(attr::Dimensions, &dims, -1));
         EMBER_RETURN_IF_ERROR(c.DimList("dimensions", dims, x.rank()));
-        EMBER_RETURN_IF_ERROR(c.Str("to_apply", &to_apply));
+        EMBER_RETURN_IF_ERROR(c.Str(attr::ToApply, &to_apply));
         auto kind = ParseReduceKind(to_apply);
         if (!kind || *kind == ReduceKind::kAssign)
           return c.Error("to_apply '", to_apply,
@@ -500,7 +491,7 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
         return Shape(x.dtype(), out);
       }
       int64_t dim;  // argmax / argmin
-      EMBER_RETURN_IF_ERROR(c.Int("dimension", &dim));
+      EMBER_RETURN_IF_ERROR(c.Int(attr::Dimension, &dim));
       if (dim < 0 || dim >= x.rank())
         return c.Error("dimension ", dim, " out of range [0, ", x.rank(), ")");
       if (!IsNumeric(x.dtype()) && !IsPred(x.dtype())) return c.Error("expected a real operand");
@@ -518,11 +509,10 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
     case OpCategoryKind::kOpaque: {
       if (op == OpKind::kCustomCall) {
         std::string target;
-        EMBER_RETURN_IF_ERROR(c.Str("call_target_name", &target));
+        EMBER_RETURN_IF_ERROR(c.Str(attr::CallTargetName, &target));
         if (target.empty()) return c.Error("call_target_name must not be empty");
         return RequireDeclared(c, declared);
       }
-      EMBER_RETURN_IF_ERROR(c.MinArity(1));
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       return Shape::Tuple(ops);
     }
@@ -531,7 +521,7 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       // Verify); here only the attributes and the declared result.
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       std::string kind;
-      EMBER_RETURN_IF_ERROR(c.Str("kind", &kind));
+      EMBER_RETURN_IF_ERROR(c.Str(attr::Kind, &kind));
       if (!ParseFusionKind(kind))
         return c.Error("kind '", kind, "' is not loop, input, row or scatter");
       for (const auto& [key, value] : attrs.map())
@@ -545,10 +535,9 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
         EMBER_RETURN_IF_ERROR(c.AllArrays());
         return Shape::Tuple(ops);
       }
-      EMBER_RETURN_IF_ERROR(c.Arity(1));
       if (!ops[0].is_tuple()) return c.Error("operand must be a tuple");
       int64_t index;
-      EMBER_RETURN_IF_ERROR(c.Int("index", &index));
+      EMBER_RETURN_IF_ERROR(c.Int(attr::Index, &index));
       if (index < 0 || index >= static_cast<int64_t>(ops[0].tuple_shapes().size()))
         return c.Error("index ", index, " out of range [0, ", ops[0].tuple_shapes().size(), ")");
       return ops[0].tuple_shapes()[index];
@@ -557,15 +546,6 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
 
   // ---- data movement ----
   EMBER_RETURN_IF_ERROR(c.AllArrays());
-  if (op == OpKind::kConcatenate) {
-    EMBER_RETURN_IF_ERROR(c.MinArity(1));
-  } else if (op == OpKind::kDynamicSlice || op == OpKind::kDynamicUpdateSlice) {
-    EMBER_RETURN_IF_ERROR(c.MinArity(op == OpKind::kDynamicSlice ? 1 : 2));
-  } else if (op == OpKind::kPad) {
-    EMBER_RETURN_IF_ERROR(c.Arity(2));
-  } else {
-    EMBER_RETURN_IF_ERROR(c.Arity(1));
-  }
   const Shape& x = ops[0];
   const int r = x.rank();
   switch (op) {
@@ -574,7 +554,7 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       if (s.is_tuple() || s.dtype() != x.dtype())
         return c.Error("result must be an array of the operand's dtype");
       std::vector<int64_t> dims;
-      EMBER_RETURN_IF_ERROR(c.Ints("dimensions", &dims, r));
+      EMBER_RETURN_IF_ERROR(c.Ints(attr::Dimensions, &dims, r));
       EMBER_RETURN_IF_ERROR(c.DimList("dimensions", dims, s.rank()));
       for (int i = 0; i < r; ++i)
         if (x.dim(i) != 1 && x.dim(i) != s.dim(dims[i]))
@@ -593,7 +573,7 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
     }
     case OpKind::kTranspose: {
       std::vector<int64_t> perm;
-      EMBER_RETURN_IF_ERROR(c.Ints("dimensions", &perm, r));
+      EMBER_RETURN_IF_ERROR(c.Ints(attr::Dimensions, &perm, r));
       EMBER_RETURN_IF_ERROR(c.DimList("dimensions", perm, r));
       std::vector<int64_t> out(r);
       for (int i = 0; i < r; ++i) out[i] = x.dim(perm[i]);
@@ -601,9 +581,9 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
     }
     case OpKind::kSlice: {
       std::vector<int64_t> start, limit, stride;
-      EMBER_RETURN_IF_ERROR(c.Ints("start", &start, r));
-      EMBER_RETURN_IF_ERROR(c.Ints("limit", &limit, r));
-      EMBER_RETURN_IF_ERROR(c.Ints("stride", &stride, r, 1));
+      EMBER_RETURN_IF_ERROR(c.Ints(attr::Start, &start, r));
+      EMBER_RETURN_IF_ERROR(c.Ints(attr::Limit, &limit, r));
+      EMBER_RETURN_IF_ERROR(c.Ints(attr::Stride, &stride, r, 1));
       std::vector<int64_t> out(r);
       for (int i = 0; i < r; ++i) {
         if (start[i] < 0 || start[i] > limit[i] || limit[i] > x.dim(i) || stride[i] < 1)
@@ -624,7 +604,7 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
           return c.Error("start index operand ", i, " must be an integer scalar");
       if (op == OpKind::kDynamicSlice) {
         std::vector<int64_t> sizes;
-        EMBER_RETURN_IF_ERROR(c.Ints("slice_sizes", &sizes, r));
+        EMBER_RETURN_IF_ERROR(c.Ints(attr::SliceSizes, &sizes, r));
         for (int i = 0; i < r; ++i)
           if (sizes[i] < 0 || sizes[i] > x.dim(i))
             return c.Error("slice_sizes ", DimsToString(sizes), ": entry ", i, " out of range [0, ",
@@ -640,7 +620,7 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
     }
     case OpKind::kConcatenate: {
       int64_t dim;
-      EMBER_RETURN_IF_ERROR(c.Int("dimension", &dim));
+      EMBER_RETURN_IF_ERROR(c.Int(attr::Dimension, &dim));
       if (dim < 0 || dim >= r) return c.Error("dimension ", dim, " out of range [0, ", r, ")");
       std::vector<int64_t> out = x.dims();
       for (size_t i = 1; i < ops.size(); ++i) {
@@ -658,9 +638,9 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
       if (ops[1] != Shape(x.dtype(), {}))
         return c.Error("padding value must be a scalar of the operand's dtype");
       std::vector<int64_t> lo, hi, interior;
-      EMBER_RETURN_IF_ERROR(c.Ints("low", &lo, r));
-      EMBER_RETURN_IF_ERROR(c.Ints("high", &hi, r));
-      EMBER_RETURN_IF_ERROR(c.Ints("interior", &interior, r, 0));
+      EMBER_RETURN_IF_ERROR(c.Ints(attr::Low, &lo, r));
+      EMBER_RETURN_IF_ERROR(c.Ints(attr::High, &hi, r));
+      EMBER_RETURN_IF_ERROR(c.Ints(attr::Interior, &interior, r, 0));
       std::vector<int64_t> out(r);
       for (int i = 0; i < r; ++i) {
         if (interior[i] < 0) return c.Error("interior padding must be >= 0");
@@ -673,7 +653,7 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
     }
     case OpKind::kReverse: {
       std::vector<int64_t> dims;
-      EMBER_RETURN_IF_ERROR(c.Ints("dimensions", &dims, -1));
+      EMBER_RETURN_IF_ERROR(c.Ints(attr::Dimensions, &dims, -1));
       EMBER_RETURN_IF_ERROR(c.DimList("dimensions", dims, r));
       return x;
     }
@@ -682,30 +662,12 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
   }
 }
 
-// Ops whose result shape is fully derived; a declared shape must equal it.
-bool DeclaredIsResult(OpKind op) {
-  switch (op) {
-    case OpKind::kParameter:
-    case OpKind::kIota:
-    case OpKind::kRngUniform:
-    case OpKind::kRngNormal:
-    case OpKind::kConvert:
-    case OpKind::kReshape:
-    case OpKind::kBroadcastInDim:
-    case OpKind::kCustomCall:
-    case OpKind::kFusion:
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 StatusOr<Shape> InferShape(OpKind op, const std::vector<Shape>& operands, const Attrs& attrs,
                            const std::optional<Shape>& declared, const Literal* literal) {
   EMBER_ASSIGN_OR_RETURN(Shape s, Infer(op, operands, attrs, declared, literal));
-  if (declared && !DeclaredIsResult(op) && *declared != s)
+  if (declared && !ResultIsDeclared(op) && *declared != s)
     return InvalidArgument(OpName(op), ": declared result ", declared->ToString(),
                            " differs from the inferred ", s.ToString());
   return s;

@@ -75,6 +75,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 #include "ir/text_lexer.h"
 
@@ -176,7 +177,7 @@ void PrintNode(const Node& n, const GraphNames& names, std::string& out) {
   out += '(';
   bool index_in_parens = false;
   if (n.op == OpKind::kParameter) {
-    const AttrValue* idx = n.attrs.Find("index");
+    const AttrValue* idx = attr::Index.Raw(n.attrs);
     if (idx && std::holds_alternative<int64_t>(*idx)) {
       out += std::to_string(std::get<int64_t>(*idx));
       index_in_parens = true;
@@ -196,7 +197,7 @@ void PrintNode(const Node& n, const GraphNames& names, std::string& out) {
     PrintGraphName(it != names.end() ? it->second : n.called->name(), out);
   }
   for (const auto& [key, value] : n.attrs.map()) {
-    if (index_in_parens && key == "index") continue;
+    if (index_in_parens && key == attr::Index.key) continue;
     out += ", ";
     out += IsBareIdent(key) ? key : text_internal::QuoteString(key);
     out += '=';
@@ -793,7 +794,7 @@ class Parser {
       if (index < 0 || index >= static_cast<int64_t>(toks_.size())) {
         return Err(it, "parameter index ", index, " out of range");
       }
-      attrs.Set("index", index);
+      attrs.Set(attr::Index.key, index);
       EMBER_RETURN_IF_ERROR(Expect(TokKind::kRParen, "')' after the parameter index"));
     } else if (*op == OpKind::kConstant) {
       EMBER_ASSIGN_OR_RETURN(Literal lit, ParseLiteral(shape));

@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 #include "ember/ir/hash.h"
 
@@ -422,16 +423,15 @@ TEST(TextTest, CanonicalTextIsAFixedPoint) {
   EXPECT_EQ(PrintGraph(*g), kCanonical);
   EXPECT_EQ(g->name(), "NAME");
   const Node& cc = g->node(7);
-  EXPECT_EQ(cc.attrs.GetString("backend_config"), "a \"b\"\n\x01");
-  EXPECT_EQ(cc.attrs.GetString("call_target_name"), "ember.foo");
-  EXPECT_EQ(cc.attrs.GetString("tag"), "x");
-  EXPECT_EQ(cc.attrs.GetFloat("scale"), 0.5);
-  const AttrValue* seed = cc.attrs.Find("seed");
-  ASSERT_NE(seed, nullptr);
-  EXPECT_EQ(std::get<int64_t>(*seed), -3);
+  EXPECT_EQ(attr::BackendConfig(cc), "a \"b\"\n\x01");
+  EXPECT_EQ(attr::CallTargetName(cc), "ember.foo");
+  // Attributes no op declares (a custom-call's own) are kept as given.
+  EXPECT_EQ(std::get<std::string>(cc.attrs.map().at("tag")), "x");
+  EXPECT_EQ(std::get<double>(cc.attrs.map().at("scale")), 0.5);
+  EXPECT_EQ(std::get<int64_t>(cc.attrs.map().at("seed")), -3);
   EXPECT_EQ(cc.metadata, "model.py:12 \\ \n x");
   EXPECT_EQ(g->node(8).metadata, " two spaces");
-  EXPECT_EQ(g->node(5).attrs.GetString("direction"), "LT");
+  EXPECT_EQ(attr::Direction(g->node(5)), ComparisonKind::kLt);
   EXPECT_EQ(g->node(0).metadata, "");
   EXPECT_EQ(g->outputs(), (std::vector<NodeId>{3, 2, 7}));
   EXPECT_EQ(g->aliases(), (std::map<int, int>{{1, 0}, {2, 0}}));

@@ -8,8 +8,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 #include "ember/ir/fusion_analysis.h"
+#include "ember/ir/kernel_name.h"
 #include "ir/log.h"
 #include "passes/fusion_cost.h"
 #include "passes/fusion_legality.h"
@@ -40,7 +42,7 @@ double Elements(const Shape& s) {
 bool IsRowBroadcast(const Graph& g, const Node& c) {
   if (c.op != OpKind::kBroadcastInDim || c.shape.is_tuple()) return false;
   const Shape& os = g.node(c.operands[0]).shape;
-  const auto& map = c.attrs.GetInts("dimensions");
+  const auto& map = attr::Dimensions(c);
   if (os.rank() == 0 || os.rank() >= c.shape.rank()) return false;
   for (int i = 0; i < os.rank(); ++i)
     if (map[i] != i || os.dim(i) != c.shape.dim(i)) return false;
@@ -60,71 +62,6 @@ double ProducerEvaluations(const Graph& g, const Node& producer, const Node& c, 
   const double ce = Elements(c.shape);
   if (ce <= 0) return 0;
   return c_evals * Elements(producer.shape) / ce;
-}
-
-// Short op names for kernel names ("mul", "exp", "reduce_sum", ...).
-std::string ShortName(const Node& n) {
-  switch (n.op) {
-    case OpKind::kAdd:
-      return "add";
-    case OpKind::kSubtract:
-      return "sub";
-    case OpKind::kMultiply:
-      return "mul";
-    case OpKind::kDivide:
-      return "div";
-    case OpKind::kMaximum:
-      return "max";
-    case OpKind::kMinimum:
-      return "min";
-    case OpKind::kExp:
-      return "exp";
-    case OpKind::kNegate:
-      return "neg";
-    case OpKind::kBroadcastInDim:
-      return "bcast";
-    case OpKind::kReduce: {
-      std::string k = n.attrs.GetString("to_apply");
-      return "reduce_" + (k == "add"       ? std::string("sum")
-                          : k == "maximum" ? "max"
-                          : k == "minimum" ? "min"
-                                           : k);
-    }
-    default: {
-      std::string s(OpName(n.op));
-      std::replace(s.begin(), s.end(), '-', '_');
-      return s;
-    }
-  }
-}
-
-// Ops that only move or materialize data; named only when nothing else is.
-bool IsPlumbing(OpKind op) {
-  return op == OpKind::kConstant || op == OpKind::kBroadcastInDim || op == OpKind::kReshape ||
-         op == OpKind::kConvert;
-}
-
-// "fused_<op>_<op>_<op>[_etc]_<index>" from the member ops in node order.
-std::string BodyName(const Graph& g, const std::vector<NodeId>& sorted, int index) {
-  std::vector<std::string> ops;
-  bool more = false;
-  for (int pass = 0; pass < 2 && ops.empty(); ++pass) {
-    for (NodeId m : sorted) {
-      const Node& n = g.node(m);
-      if (n.op == OpKind::kConstant || (pass == 0 && IsPlumbing(n.op))) continue;
-      std::string s = ShortName(n);
-      if (std::find(ops.begin(), ops.end(), s) != ops.end()) continue;
-      if (ops.size() == 3) {
-        more = true;
-        break;
-      }
-      ops.push_back(s);
-    }
-  }
-  std::string name = "fused";
-  for (const auto& s : ops) name += "_" + s;
-  if (more) name += "_etc";
-  return name + "_" + std::to_string(index);
 }
 
 class FusionBuilder {
@@ -337,7 +274,7 @@ class FusionBuilder {
     for (NodeId m : sorted)
       for (NodeId o : g_.node(m).operands)
         if (!c.in.count(o) && seen.insert(o).second) inputs.push_back(o);
-    GraphBuilder body(BodyName(g_, sorted, index));
+    GraphBuilder body(KernelName(g_, sorted, index));
     std::unordered_map<NodeId, NodeId> local;
     for (size_t i = 0; i < inputs.size(); ++i)
       local[inputs[i]] = body.Parameter(static_cast<int64_t>(i), g_.node(inputs[i]).shape);

@@ -12,27 +12,6 @@ std::string Label(const Node& n) {
   return os.str();
 }
 
-bool IsTranscendental(OpKind op) {
-  switch (op) {
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kLog1p:
-    case OpKind::kExpm1:
-    case OpKind::kSqrt:
-    case OpKind::kRsqrt:
-    case OpKind::kTanh:
-    case OpKind::kLogistic:
-    case OpKind::kSin:
-    case OpKind::kCos:
-    case OpKind::kErf:
-    case OpKind::kPower:
-    case OpKind::kAtan2:
-      return true;
-    default:
-      return false;
-  }
-}
-
 int64_t Elements(const Shape& s) { return s.is_tuple() ? 0 : s.num_elements(); }
 
 std::string UsersText(int num_users, bool is_output) {
@@ -42,16 +21,7 @@ std::string UsersText(int num_users, bool is_output) {
 
 }  // namespace
 
-int64_t ElementCost(const Node& n) {
-  if (n.op == OpKind::kConstant || n.op == OpKind::kIota) return 0;
-  if (IsTranscendental(n.op)) return 20;
-  if (n.op == OpKind::kDivide || n.op == OpKind::kRemainder) return 4;
-  if (n.op == OpKind::kReduce) return kExpensiveCost;  // and never recomputed
-  if (OpCategory(n.op) == OpCategoryKind::kDataMovement) {
-    return n.op == OpKind::kBroadcastInDim || n.op == OpKind::kReshape ? 1 : 2;
-  }
-  return 1;
-}
+int64_t ElementCost(const Node& n) { return ember::ElementCost(n.op); }
 
 bool IsExpensive(const Node& n) {
   return n.op == OpKind::kReduce || ElementCost(n) >= kExpensiveCost;

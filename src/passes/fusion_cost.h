@@ -1,11 +1,12 @@
 // Fusion profitability: a per-element cost model and the duplication and
 // recomputation bounds. Legality is separate (fusion_legality.h).
 //
-// Costs are rough per-element work units: constant/iota 0, broadcast-in-dim,
-// reshape and plain arithmetic 1, other data movement 2, divide/remainder 4,
-// transcendental ops (exp, log, tanh, erf, power, ...) 20. A producer is
-// "expensive" at cost >= kExpensiveCost or when it is a reduce (a reduce is
-// never recomputed).
+// Costs are rough per-element work units, each op's element cost in its
+// properties (ember/ir/opcode.h EMBER_OP_PROPERTIES): constant/iota 0,
+// broadcast-in-dim, reshape and plain arithmetic 1, other data movement 2,
+// divide/remainder and reduce 4, transcendental ops (exp, log, tanh, erf,
+// power, ...) 20. A producer is "expensive" at cost >= kExpensiveCost or when
+// it is a reduce (a reduce is never recomputed).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@
 
 namespace ember::passes {
 
-inline constexpr int64_t kExpensiveCost = 4;
+inline constexpr int64_t kExpensiveCost = kExpensiveElementCost;
 // A cheap producer (constant, iota, broadcast-in-dim, reshape, convert) is
 // duplicated into each consuming fusion when it has at most this many users.
 inline constexpr int kMaxDuplicateUsers = 8;

@@ -17,6 +17,7 @@
 #include <iostream>
 
 #include "ember/eval/interpreter.h"
+#include "ember/ir/attributes.h"
 #include "ember/ir/text.h"
 #include "ember/passes/pass.h"
 #include "passes/fusion.h"
@@ -46,7 +47,7 @@ std::string CheckFusedStructure(const Graph& g) {
         }
         reduces = reduces || b.op == OpKind::kReduce;
       }
-      const std::string kind = n.attrs.GetString("kind");
+      const std::string kind = attr::Kind.Text(n.attrs);
       if (reduces ? kind != "input" && kind != "row" : kind != "loop")
         return "fusion %" + std::to_string(n.id) + " has kind " + kind;
       continue;
@@ -128,8 +129,8 @@ TEST(FusionFuzz, FusedGraphsEvaluateBitIdentically) {
       if (variant == 0) {
         for (const Node& n : g.nodes()) {
           fusions += n.op == OpKind::kFusion;
-          input_fusions += n.op == OpKind::kFusion && n.attrs.GetString("kind") == "input";
-          row_fusions += n.op == OpKind::kFusion && n.attrs.GetString("kind") == "row";
+          input_fusions += n.op == OpKind::kFusion && attr::Kind.Text(n.attrs) == "input";
+          row_fusions += n.op == OpKind::kFusion && attr::Kind.Text(n.attrs) == "row";
         }
       }
     }

@@ -71,11 +71,11 @@ TEST(FusionTest, ElementwiseChainIsOneLoopFusion) {
                R"(graph main(%p0: f32[8], %p1: f32[8]) {
   %0 = f32[8] parameter(0)
   %1 = f32[8] parameter(1)
-  %2 = f32[8] fusion(%0, %1), calls=fused_mul_add_max_0, kind=loop
+  %2 = f32[8] fusion(%0, %1), calls=fused_mul_bcast_add_max_0, kind=loop
   ROOT (%2)
 }
 
-graph fused_mul_add_max_0(%p0: f32[8], %p1: f32[8]) {
+graph fused_mul_bcast_add_max_0(%p0: f32[8], %p1: f32[8]) {
   %0 = f32[8] parameter(0)
   %1 = f32[8] parameter(1)
   %2 = f32[8] multiply(%0, %1)
@@ -107,11 +107,11 @@ TEST(FusionTest, SoftmaxIsOneRowFusion) {
 )",
                R"(graph softmax(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
-  %1 = f32[4,8] fusion(%0), calls=fused_reduce_max_sub_exp_etc_0, kind=row
+  %1 = f32[4,8] fusion(%0), calls=fused_reduce_bcast_sub_exp_div_0, kind=row
   ROOT (%1)
 }
 
-graph fused_reduce_max_sub_exp_etc_0(%p0: f32[4,8]) {
+graph fused_reduce_bcast_sub_exp_div_0(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4] reduce(%0), dimensions={1}, to_apply=maximum
   %2 = f32[4,8] broadcast-in-dim(%1), dimensions={0}
@@ -144,11 +144,11 @@ TEST(FusionTest, LogSoftmaxIsOneRowFusion) {
 )",
                R"(graph g(%p0: f32[16,32]) {
   %0 = f32[16,32] parameter(0)
-  %1 = f32[16,32] fusion(%0), calls=fused_reduce_max_sub_exp_etc_0, kind=row
+  %1 = f32[16,32] fusion(%0), calls=fused_reduce_bcast_sub_exp_log_0, kind=row
   ROOT (%1)
 }
 
-graph fused_reduce_max_sub_exp_etc_0(%p0: f32[16,32]) {
+graph fused_reduce_bcast_sub_exp_log_0(%p0: f32[16,32]) {
   %0 = f32[16,32] parameter(0)
   %1 = f32[16] reduce(%0), dimensions={1}, to_apply=maximum
   %2 = f32[16,32] broadcast-in-dim(%1), dimensions={0}
@@ -197,11 +197,11 @@ TEST(FusionTest, LayerNormIsOneRowFusion) {
   %0 = f32[16,32] parameter(0)
   %1 = f32[32] parameter(1)
   %2 = f32[32] parameter(2)
-  %3 = f32[16,32] fusion(%0, %1, %2), calls=fused_reduce_sum_mul_sub_etc_0, kind=row
+  %3 = f32[16,32] fusion(%0, %1, %2), calls=fused_reduce_bcast_mul_sub_add_rsqrt_0, kind=row
   ROOT (%3)
 }
 
-graph fused_reduce_sum_mul_sub_etc_0(%p0: f32[16,32], %p1: f32[32], %p2: f32[32]) {
+graph fused_reduce_bcast_mul_sub_add_rsqrt_0(%p0: f32[16,32], %p1: f32[32], %p2: f32[32]) {
   %0 = f32[16,32] parameter(0)
   %1 = f32[32] parameter(1)
   %2 = f32[32] parameter(2)
@@ -244,11 +244,11 @@ TEST(FusionTest, ReduceFusesWithProducersAndReducedShapeConsumers) {
                R"(graph g(%p0: f32[4,8], %p1: f32[4]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4] parameter(1)
-  %2 = f32[4] fusion(%0, %1), calls=fused_exp_reduce_sum_mul_etc_0, kind=row
+  %2 = f32[4] fusion(%0, %1), calls=fused_exp_reduce_mul_log_0, kind=row
   ROOT (%2)
 }
 
-graph fused_exp_reduce_sum_mul_etc_0(%p0: f32[4,8], %p1: f32[4]) {
+graph fused_exp_reduce_mul_log_0(%p0: f32[4,8], %p1: f32[4]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4] parameter(1)
   %2 = f32[4,8] exponential(%0)
@@ -418,13 +418,13 @@ TEST(FusionTest, CheapBroadcastIsDuplicatedIntoEachConsumer) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[] parameter(1)
   %2 = f32[8,8] parameter(2)
-  %3 = f32[4,8] fusion(%1, %0), calls=fused_add_0, kind=loop
+  %3 = f32[4,8] fusion(%1, %0), calls=fused_bcast_add_0, kind=loop
   %4 = f32[4,8] dot-general(%3, %2), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
-  %5 = f32[4,8] fusion(%1, %4), calls=fused_mul_1, kind=loop
+  %5 = f32[4,8] fusion(%1, %4), calls=fused_bcast_mul_1, kind=loop
   ROOT (%5)
 }
 
-graph fused_add_0(%p0: f32[], %p1: f32[4,8]) {
+graph fused_bcast_add_0(%p0: f32[], %p1: f32[4,8]) {
   %0 = f32[] parameter(0)
   %1 = f32[4,8] parameter(1)
   %2 = f32[4,8] broadcast-in-dim(%0), dimensions={}
@@ -432,7 +432,7 @@ graph fused_add_0(%p0: f32[], %p1: f32[4,8]) {
   ROOT (%3)
 }
 
-graph fused_mul_1(%p0: f32[], %p1: f32[4,8]) {
+graph fused_bcast_mul_1(%p0: f32[], %p1: f32[4,8]) {
   %0 = f32[] parameter(0)
   %1 = f32[4,8] parameter(1)
   %2 = f32[4,8] broadcast-in-dim(%0), dimensions={}
@@ -458,7 +458,7 @@ TEST(FusionTest, ExpensiveProducerIsNotReplicatedByABroadcast) {
   %0 = f32[8] parameter(0)
   %1 = f32[4,8] parameter(1)
   %2 = f32[8] fusion(%0), calls=fused_exp_0, kind=loop
-  %3 = f32[4,8] fusion(%2, %1), calls=fused_mul_1, kind=loop
+  %3 = f32[4,8] fusion(%2, %1), calls=fused_bcast_mul_1, kind=loop
   ROOT (%3)
 }
 
@@ -468,7 +468,7 @@ graph fused_exp_0(%p0: f32[8]) {
   ROOT (%1)
 }
 
-graph fused_mul_1(%p0: f32[8], %p1: f32[4,8]) {
+graph fused_bcast_mul_1(%p0: f32[8], %p1: f32[4,8]) {
   %0 = f32[8] parameter(0)
   %1 = f32[4,8] parameter(1)
   %2 = f32[4,8] broadcast-in-dim(%0), dimensions={1}
@@ -495,11 +495,11 @@ TEST(FusionTest, RowBroadcastOfAnExpensiveProducerFuses) {
                R"(graph g(%p0: f32[4], %p1: f32[4,8]) {
   %0 = f32[4] parameter(0)
   %1 = f32[4,8] parameter(1)
-  %2 = f32[4,8] fusion(%0, %1), calls=fused_exp_mul_0, kind=loop
+  %2 = f32[4,8] fusion(%0, %1), calls=fused_exp_bcast_mul_0, kind=loop
   ROOT (%2)
 }
 
-graph fused_exp_mul_0(%p0: f32[4], %p1: f32[4,8]) {
+graph fused_exp_bcast_mul_0(%p0: f32[4], %p1: f32[4,8]) {
   %0 = f32[4] parameter(0)
   %1 = f32[4,8] parameter(1)
   %2 = f32[4] exponential(%0)
@@ -526,11 +526,11 @@ TEST(FusionTest, ReduceResultBroadcastBackAlongRowsIsARowFusion) {
 )",
                R"(graph g(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
-  %1 = f32[4,8] fusion(%0), calls=fused_reduce_sum_mul_sub_0, kind=row
+  %1 = f32[4,8] fusion(%0), calls=fused_reduce_bcast_mul_sub_0, kind=row
   ROOT (%1)
 }
 
-graph fused_reduce_sum_mul_sub_0(%p0: f32[4,8]) {
+graph fused_reduce_bcast_mul_sub_0(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
   %2 = f32[] constant({0.125})
@@ -556,18 +556,18 @@ TEST(FusionTest, OuterDimReductionBroadcastBackIsRefused) {
 )",
                R"(graph g(%p0: f32[8,4]) {
   %0 = f32[8,4] parameter(0)
-  %1 = f32[4] fusion(%0), calls=fused_reduce_sum_0, kind=input
-  %2 = f32[8,4] fusion(%1, %0), calls=fused_sub_1, kind=loop
+  %1 = f32[4] fusion(%0), calls=fused_reduce_0, kind=input
+  %2 = f32[8,4] fusion(%1, %0), calls=fused_bcast_sub_1, kind=loop
   ROOT (%2)
 }
 
-graph fused_reduce_sum_0(%p0: f32[8,4]) {
+graph fused_reduce_0(%p0: f32[8,4]) {
   %0 = f32[8,4] parameter(0)
   %1 = f32[4] reduce(%0), dimensions={0}, to_apply=add
   ROOT (%1)
 }
 
-graph fused_sub_1(%p0: f32[4], %p1: f32[8,4]) {
+graph fused_bcast_sub_1(%p0: f32[4], %p1: f32[8,4]) {
   %0 = f32[4] parameter(0)
   %1 = f32[8,4] parameter(1)
   %2 = f32[8,4] broadcast-in-dim(%0), dimensions={1}
@@ -594,18 +594,18 @@ TEST(FusionTest, TransposeOfARowValueIsRefused) {
 )",
       R"(graph g(%p0: f32[8,8]) {
   %0 = f32[8,8] parameter(0)
-  %1 = f32[8] fusion(%0), calls=fused_reduce_max_0, kind=row
-  %2 = f32[8,8] fusion(%1, %0), calls=fused_sub_transpose_1, kind=loop
+  %1 = f32[8] fusion(%0), calls=fused_reduce_0, kind=row
+  %2 = f32[8,8] fusion(%1, %0), calls=fused_bcast_sub_transpose_1, kind=loop
   ROOT (%2)
 }
 
-graph fused_reduce_max_0(%p0: f32[8,8]) {
+graph fused_reduce_0(%p0: f32[8,8]) {
   %0 = f32[8,8] parameter(0)
   %1 = f32[8] reduce(%0), dimensions={1}, to_apply=maximum
   ROOT (%1)
 }
 
-graph fused_sub_transpose_1(%p0: f32[8], %p1: f32[8,8]) {
+graph fused_bcast_sub_transpose_1(%p0: f32[8], %p1: f32[8,8]) {
   %0 = f32[8] parameter(0)
   %1 = f32[8,8] parameter(1)
   %2 = f32[8,8] broadcast-in-dim(%0), dimensions={0}
@@ -632,18 +632,18 @@ TEST(FusionTest, ReductionsOverDifferentRowsAreRefused) {
 )",
                R"(graph g(%p0: f32[4,8,16]) {
   %0 = f32[4,8,16] parameter(0)
-  %1 = f32[4] fusion(%0), calls=fused_reduce_sum_0, kind=row
-  %2 = f32[4,8] fusion(%1, %0), calls=fused_sub_reduce_max_1, kind=row
+  %1 = f32[4] fusion(%0), calls=fused_reduce_0, kind=row
+  %2 = f32[4,8] fusion(%1, %0), calls=fused_bcast_sub_reduce_1, kind=row
   ROOT (%2)
 }
 
-graph fused_reduce_sum_0(%p0: f32[4,8,16]) {
+graph fused_reduce_0(%p0: f32[4,8,16]) {
   %0 = f32[4,8,16] parameter(0)
   %1 = f32[4] reduce(%0), dimensions={1,2}, to_apply=add
   ROOT (%1)
 }
 
-graph fused_sub_reduce_max_1(%p0: f32[4], %p1: f32[4,8,16]) {
+graph fused_bcast_sub_reduce_1(%p0: f32[4], %p1: f32[4,8,16]) {
   %0 = f32[4] parameter(0)
   %1 = f32[4,8,16] parameter(1)
   %2 = f32[4,8,16] broadcast-in-dim(%0), dimensions={0}
@@ -680,11 +680,11 @@ TEST(FusionTest, DataMovementChainIsOneLoopFusion) {
                R"(graph g(%p0: f32[4,8], %p1: s32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = s32[4,8] parameter(1)
-  %2 = f32[48] fusion(%1, %0), calls=fused_transpose_iota_add_etc_0, kind=loop
+  %2 = f32[48] fusion(%1, %0), calls=fused_cvt_transpose_iota_add_cmp_select_etc_0, kind=loop
   ROOT (%2)
 }
 
-graph fused_transpose_iota_add_etc_0(%p0: s32[4,8], %p1: f32[4,8]) {
+graph fused_cvt_transpose_iota_add_cmp_select_etc_0(%p0: s32[4,8], %p1: f32[4,8]) {
   %0 = s32[4,8] parameter(0)
   %1 = f32[4,8] parameter(1)
   %2 = f32[4,8] convert(%0)

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "ember/ir/attributes.h"
 #include "passes/rewriter.h"
 
 namespace ember::passes {
@@ -104,8 +105,6 @@ NodeId MakeSplat(Rewriter& rw, const Shape& shape, ValueKind k) {
 }
 
 bool IsIntOrPred(DType t) { return IsInteger(t) || IsPred(t); }
-
-std::vector<int64_t> Ints(const Node& n, const char* key) { return n.attrs.GetInts(key); }
 
 bool IsIdentityPermutation(const std::vector<int64_t>& p) {
   for (size_t i = 0; i < p.size(); ++i) {
@@ -248,7 +247,7 @@ NodeId BitwiseAbsorb(const Node& n, Rewriter& rw) {
 NodeId CompareSelf(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kCompare || In(n, rw, 0) != In(n, rw, 1)) return kNoMatch;
   if (!IsIntOrPred(InNode(n, rw, 0).shape.dtype())) return kNoMatch;
-  auto dir = ParseComparisonKind(n.attrs.GetString("direction"));
+  auto dir = attr::Direction.Find(n.attrs);
   if (!dir) return kNoMatch;
   const bool holds =
       *dir == ComparisonKind::kEq || *dir == ComparisonKind::kLe || *dir == ComparisonKind::kGe;
@@ -426,7 +425,7 @@ NodeId ReshapeReshape(const Node& n, Rewriter& rw) {
 
 // transpose(x, {0,1,...,r-1}) => x
 NodeId TransposeIdentity(const Node& n, Rewriter& rw) {
-  if (n.op != OpKind::kTranspose || !IsIdentityPermutation(Ints(n, "dimensions"))) return kNoMatch;
+  if (n.op != OpKind::kTranspose || !IsIdentityPermutation(attr::Dimensions(n))) return kNoMatch;
   return In(n, rw, 0);
 }
 
@@ -436,7 +435,7 @@ NodeId TransposeTranspose(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kTranspose) return kNoMatch;
   const Node& inner = InNode(n, rw, 0);
   if (inner.op != OpKind::kTranspose) return kNoMatch;
-  const std::vector<int64_t> p1 = Ints(inner, "dimensions"), p2 = Ints(n, "dimensions");
+  const std::vector<int64_t> p1 = attr::Dimensions(inner), p2 = attr::Dimensions(n);
   std::vector<int64_t> p(p2.size());
   for (size_t i = 0; i < p2.size(); ++i) p[i] = p1[p2[i]];
   if (IsIdentityPermutation(p)) return inner.operands[0];
@@ -446,7 +445,7 @@ NodeId TransposeTranspose(const Node& n, Rewriter& rw) {
 // broadcast-in-dim(x) to x's shape with dimensions {0,1,...} => x
 NodeId BroadcastIdentity(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kBroadcastInDim || InNode(n, rw, 0).shape != n.shape) return kNoMatch;
-  if (!IsIdentityPermutation(Ints(n, "dimensions"))) return kNoMatch;
+  if (!IsIdentityPermutation(attr::Dimensions(n))) return kNoMatch;
   return In(n, rw, 0);
 }
 
@@ -456,7 +455,7 @@ NodeId BroadcastBroadcast(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kBroadcastInDim) return kNoMatch;
   const Node& inner = InNode(n, rw, 0);
   if (inner.op != OpKind::kBroadcastInDim) return kNoMatch;
-  const std::vector<int64_t> b1 = Ints(inner, "dimensions"), b2 = Ints(n, "dimensions");
+  const std::vector<int64_t> b1 = attr::Dimensions(inner), b2 = attr::Dimensions(n);
   std::vector<int64_t> b(b1.size());
   for (size_t k = 0; k < b1.size(); ++k) b[k] = b2[b1[k]];
   return rw.builder().BroadcastInDim(inner.operands[0], n.shape.dims(), b);
@@ -478,7 +477,7 @@ NodeId BroadcastOfUnitReshape(const Node& n, Rewriter& rw) {
   for (int64_t d : xs.dims()) {
     if (d == 1) return kNoMatch;
   }
-  const std::vector<int64_t> b = Ints(n, "dimensions");
+  const std::vector<int64_t> b = attr::Dimensions(n);
   std::vector<int64_t> mapped;
   for (int j = 0; j < inner.shape.rank(); ++j) {
     if (inner.shape.dim(j) != 1) mapped.push_back(b[j]);
@@ -536,14 +535,13 @@ NodeId ElementwiseOfUnitReshape(const Node& n, Rewriter& rw) {
 // not (docs/architecture.md, "Same program, same bits").
 NodeId DotOfTranspose(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kDotGeneral) return kNoMatch;
-  DotDims dims{Ints(n, "lhs_batch_dims"), Ints(n, "rhs_batch_dims"),
-               Ints(n, "lhs_contracting_dims"), Ints(n, "rhs_contracting_dims")};
+  DotDims dims = DotDimsOf(n);
   NodeId ops[2] = {In(n, rw, 0), In(n, rw, 1)};
   bool changed = false;
   for (int side = 0; side < 2; ++side) {
     const Node& t = rw.NewNode(ops[side]);
     if (t.op != OpKind::kTranspose) continue;
-    const std::vector<int64_t> p = Ints(t, "dimensions");
+    const std::vector<int64_t> p = attr::Dimensions(t);
     std::vector<int64_t>& batch = side == 0 ? dims.lhs_batch : dims.rhs_batch;
     std::vector<int64_t>& contracting = side == 0 ? dims.lhs_contracting : dims.rhs_contracting;
     std::vector<bool> bound(p.size(), false);
@@ -569,7 +567,7 @@ NodeId DotOfTranspose(const Node& n, Rewriter& rw) {
 // slice(x) from 0 covering all of x => x (a stride > 1 then only on size-1 dims)
 NodeId SliceFull(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kSlice || InNode(n, rw, 0).shape != n.shape) return kNoMatch;
-  for (int64_t s : Ints(n, "start")) {
+  for (int64_t s : attr::Start(n)) {
     if (s != 0) return kNoMatch;
   }
   return In(n, rw, 0);
@@ -584,8 +582,8 @@ NodeId ConcatSingle(const Node& n, Rewriter& rw) {
 // pad(x, v) with low = high = interior = 0 everywhere => x
 NodeId PadZero(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kPad) return kNoMatch;
-  for (const char* key : {"low", "high", "interior"}) {
-    for (int64_t v : Ints(n, key)) {
+  for (const attr::IntsAttr& a : {attr::Low, attr::High, attr::Interior}) {
+    for (int64_t v : a(n)) {
       if (v != 0) return kNoMatch;
     }
   }
@@ -598,11 +596,11 @@ NodeId ReverseSimplify(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kReverse) return kNoMatch;
   NodeId x = In(n, rw, 0);
   std::set<int64_t> dims;
-  for (int64_t d : Ints(n, "dimensions")) dims.insert(d);
+  for (int64_t d : attr::Dimensions(n)) dims.insert(d);
   bool folded_inner = false;
   const Node& inner = rw.NewNode(x);
   if (inner.op == OpKind::kReverse) {
-    for (int64_t d : Ints(inner, "dimensions")) {
+    for (int64_t d : attr::Dimensions(inner)) {
       if (!dims.erase(d)) dims.insert(d);
     }
     x = inner.operands[0];
@@ -613,7 +611,7 @@ NodeId ReverseSimplify(const Node& n, Rewriter& rw) {
     if (n.shape.dim(static_cast<int>(d)) > 1) kept.push_back(d);
   }
   if (kept.empty()) return x;
-  if (!folded_inner && kept.size() == Ints(n, "dimensions").size()) return kNoMatch;
+  if (!folded_inner && kept.size() == attr::Dimensions(n).size()) return kNoMatch;
   return rw.builder().Reverse(x, kept);
 }
 
@@ -623,7 +621,7 @@ NodeId GteOfTuple(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kGetTupleElement) return kNoMatch;
   const Node& t = InNode(n, rw, 0);
   if (t.op != OpKind::kTuple) return kNoMatch;
-  const int64_t i = n.attrs.GetInt("index", -1);
+  const int64_t i = attr::Index(n, -1);
   if (i < 0 || i >= static_cast<int64_t>(t.operands.size())) return kNoMatch;
   return t.operands[i];
 }
@@ -636,10 +634,10 @@ NodeId GteOfTuple(const Node& n, Rewriter& rw) {
 // implementation; the rule stays out of that question.)
 NodeId ReduceTrivial(const Node& n, Rewriter& rw) {
   if (n.op != OpKind::kReduce) return kNoMatch;
-  if (IsFloat(n.shape.dtype()) && n.attrs.GetString("to_apply") == "add") return kNoMatch;
+  if (IsFloat(n.shape.dtype()) && attr::ToApply(n) == ReduceKind::kAdd) return kNoMatch;
   const NodeId x = In(n, rw, 0);
   const Shape& xs = rw.NewNode(x).shape;
-  for (int64_t d : Ints(n, "dimensions")) {
+  for (int64_t d : attr::Dimensions(n)) {
     if (xs.dim(static_cast<int>(d)) != 1) return kNoMatch;
   }
   if (xs == n.shape) return x;

@@ -29,6 +29,7 @@
 #include <map>
 #include <set>
 
+#include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 #include "ember/ir/hash.h"
 #include "ember/ir/text.h"
@@ -41,9 +42,6 @@
 
 namespace ember {
 namespace {
-
-constexpr const char* kCustomCallTargetAttr = "call_target_name";
-constexpr const char* kTupleIndexAttr = "index";
 
 // kFusionSet: several independent fusion nodes run as one kernel, their
 // bodies side by side (MergeFusionGroups).
@@ -118,7 +116,7 @@ bool MergeFusionsOffByEnv() {
 // break; scatter fusions keep their serial phase alone.
 bool Mergeable(const Node& n) {
   if (n.op != OpKind::kFusion || !n.called || n.called->outputs().size() != 1) return false;
-  const auto kind = ParseFusionKind(n.attrs.GetString("kind"));
+  const auto kind = attr::Kind.Find(n.attrs);
   return kind == FusionKind::kLoop || kind == FusionKind::kInput;
 }
 
@@ -327,7 +325,7 @@ std::string ExternKernelName(const Node& n) {
     case OpKind::kConvolution:
       return "ember.convolution";
     case OpKind::kCustomCall:
-      return n.attrs.GetString(kCustomCallTargetAttr);
+      return attr::CallTargetName(n);
     default:
       return "";
   }
@@ -450,7 +448,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
       if (step.kernel_name.empty()) {
         return InvalidArgument("compile: ", OpName(node.op), " ", NodeRef(node.id),
                                " has no extern kernel name (custom-call without ",
-                               kCustomCallTargetAttr, ")");
+                               attr::CallTargetName.key, ")");
       }
       auto local = options.externs.find(step.kernel_name);
       auto kernel = local != options.externs.end()
@@ -487,8 +485,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
       // get-tuple-element of a tuple held in a slot: read the element directly.
       if (node.op == OpKind::kGetTupleElement &&
           group_of[node.operands[0]] != static_cast<int>(gi)) {
-        SlotRead read{slot_of[node.operands[0]],
-                      static_cast<int>(node.attrs.GetInt(kTupleIndexAttr))};
+        SlotRead read{slot_of[node.operands[0]], static_cast<int>(attr::Index(node))};
         local[id] = param_for(id, read, node.shape);
         continue;
       }
@@ -506,7 +503,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
         std::vector<NodeId> in_body(body.num_nodes(), kInvalidNode);
         for (const Node& bn : body.nodes()) {
           if (bn.op == OpKind::kParameter) {
-            in_body[bn.id] = ops.at(static_cast<size_t>(bn.attrs.GetInt("index")));
+            in_body[bn.id] = ops.at(static_cast<size_t>(attr::Index(bn)));
             continue;
           }
           std::vector<NodeId> bops;

@@ -35,6 +35,7 @@
 #include "codegen/cpu/codegen_test_util.h"
 #include "codegen/cpu/vector_math.h"
 #include "ember/eval/interpreter.h"
+#include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 #include "ember/ir/text.h"
 #include "ember/runtime/executable.h"
@@ -117,8 +118,8 @@ StatusOr<Merged> Merge(const std::vector<Graph>& graphs) {
     const Graph& g = graphs[it.gi];
     const Node& n = g.node(it.id);
     if (n.op == OpKind::kParameter) {
-      map[it.gi][it.id] = b.Parameter(
-          static_cast<int64_t>(m.first_param[it.gi]) + n.attrs.GetInt("index"), n.shape);
+      map[it.gi][it.id] =
+          b.Parameter(static_cast<int64_t>(m.first_param[it.gi]) + attr::Index(n), n.shape);
       continue;
     }
     std::vector<NodeId> ops;

@@ -11,6 +11,7 @@
 #include "../ir/log.h"
 #include "dtype_map.h"
 #include "ember/eval/extern_registry.h"
+#include "ember/ir/attributes.h"
 #include "ember/ir/graph.h"
 #include "lower.h"
 
@@ -73,10 +74,10 @@ ember::Status aten_dot_general(ember::ExternCall& c) {
     ember::Literal& o = *c.outputs[0];
     auto lt = to_torch_dtype(l.dtype());
     auto rt = to_torch_dtype(r.dtype());
-    const auto& lb = n.attrs.GetInts("lhs_batch_dims");
-    const auto& rb = n.attrs.GetInts("rhs_batch_dims");
-    const auto& lc = n.attrs.GetInts("lhs_contracting_dims");
-    const auto& rc = n.attrs.GetInts("rhs_contracting_dims");
+    const auto& lb = ember::attr::LhsBatchDims(n);
+    const auto& rb = ember::attr::RhsBatchDims(n);
+    const auto& lc = ember::attr::LhsContractingDims(n);
+    const auto& rc = ember::attr::RhsContractingDims(n);
     at::Tensor lhs =
         at::from_blob(const_cast<void*>(l.data()), l.shape().dims(), at::TensorOptions().dtype(lt));
     at::Tensor rhs =

@@ -29,10 +29,15 @@ inline constexpr NodeId kInvalidNode = -1;
 // An attribute value: an integer, a float, a string or a list of integers.
 using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
 
+namespace attr {
+struct Base;
+}
+
 // Named attributes of a node, kept sorted by name so printing and hashing are
-// canonical. Accessors return an InvalidArgument status through the builder
-// when a required attribute is missing or has the wrong type; the getters
-// here return a default for absent keys and are used after verification.
+// canonical. Values are read through the typed accessors of
+// ember/ir/attributes.h (attr::Dimensions(n), attr::ToApply(n), ...), the one
+// place that knows each attribute's key and type; generic code (printer,
+// parser, hash, cse) walks map().
 class Attrs {
  public:
   Attrs() = default;
@@ -41,12 +46,6 @@ class Attrs {
   bool Has(const std::string& key) const { return map_.count(key) != 0; }
   void Set(const std::string& key, AttrValue v) { map_[key] = std::move(v); }
   void Erase(const std::string& key) { map_.erase(key); }
-  const AttrValue* Find(const std::string& key) const;
-
-  int64_t GetInt(const std::string& key, int64_t def = 0) const;
-  double GetFloat(const std::string& key, double def = 0) const;
-  const std::string& GetString(const std::string& key) const;         // "" if absent
-  const std::vector<int64_t>& GetInts(const std::string& key) const;  // {} if absent
 
   const std::map<std::string, AttrValue>& map() const { return map_; }
   bool empty() const { return map_.empty(); }
@@ -54,6 +53,8 @@ class Attrs {
   bool operator!=(const Attrs& o) const { return !(*this == o); }
 
  private:
+  friend struct attr::Base;
+  const AttrValue* Find(const std::string& key) const;
   std::map<std::string, AttrValue> map_;
 };
 

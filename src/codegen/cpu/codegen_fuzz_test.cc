@@ -15,6 +15,7 @@
 #include "codegen/cpu/codegen_test_util.h"
 #include "codegen/cpu/emitter.h"
 #include "codegen/cpu/vector_math.h"
+#include "ember/ir/attributes.h"
 #include "ember/ir/text.h"
 #include "passes/random_graph.h"
 
@@ -32,7 +33,7 @@ std::vector<NodeId> Append(GraphBuilder& b, const Graph& g, int first_param) {
   std::vector<NodeId> map(g.num_nodes(), kInvalidNode);
   for (const Node& n : g.nodes()) {
     if (n.op == OpKind::kParameter) {
-      map[n.id] = b.Parameter(first_param + n.attrs.GetInt("index"), n.shape);
+      map[n.id] = b.Parameter(first_param + attr::Index(n), n.shape);
       continue;
     }
     std::vector<NodeId> ops;

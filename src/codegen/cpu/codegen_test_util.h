@@ -145,7 +145,7 @@ inline std::shared_ptr<CompiledKernel> ExpectMatchesInterpreter(
 inline std::vector<std::vector<Literal>> VectorMathPerturbedReferences(
     const Graph& g, const std::vector<Literal>& args, uint64_t seed) {
   std::vector<std::vector<Literal>> refs;
-  auto vm = [](const Node& n) { return IsVectorMathOp(n.op); };
+  auto vm = [](const Node& n) { return HasVectorMath(n.op); };
   for (int pattern = 0; pattern < 4; ++pattern) {
     std::mt19937_64 rng(seed + static_cast<uint64_t>(pattern));
     std::function<double()> sign = [&rng, pattern]() -> double {

@@ -16,7 +16,9 @@
 #include "codegen/cpu/f32_muladd.h"
 #include "codegen/cpu/prelude.h"
 #include "codegen/cpu/vector_math.h"
+#include "ember/ir/attributes.h"
 #include "ember/ir/fusion_analysis.h"
+#include "ember/ir/kernel_name.h"
 #include "ember/ir/text.h"
 
 namespace ember::codegen {
@@ -38,58 +40,6 @@ constexpr size_t kEmitStackBytes = size_t{256} << 20;
 // Float reductions of at most this many elements replicate the interpreter's
 // pairwise order exactly (see ExactTreeReduce).
 constexpr int64_t kExactTreeMax = 128;
-
-std::string ShortOpName(OpKind op) {
-  switch (op) {
-    case OpKind::kNegate:
-      return "neg";
-    case OpKind::kExp:
-      return "exp";
-    case OpKind::kLog1p:
-      return "log1p";
-    case OpKind::kExpm1:
-      return "expm1";
-    case OpKind::kMultiply:
-      return "mul";
-    case OpKind::kSubtract:
-      return "sub";
-    case OpKind::kDivide:
-      return "div";
-    case OpKind::kRemainder:
-      return "rem";
-    case OpKind::kPower:
-      return "pow";
-    case OpKind::kMaximum:
-      return "max";
-    case OpKind::kMinimum:
-      return "min";
-    case OpKind::kCompare:
-      return "cmp";
-    case OpKind::kBroadcastInDim:
-      return "bcast";
-    case OpKind::kRoundNearestEven:
-      return "round";
-    case OpKind::kShiftLeft:
-      return "shl";
-    case OpKind::kShiftRightArithmetic:
-      return "shra";
-    case OpKind::kShiftRightLogical:
-      return "shrl";
-    case OpKind::kSin:
-      return "sin";
-    case OpKind::kCos:
-      return "cos";
-    case OpKind::kConcatenate:
-      return "concat";
-    case OpKind::kConvert:
-      return "cvt";
-    default: {
-      std::string s(OpName(op));
-      std::replace(s.begin(), s.end(), '-', '_');
-      return s;
-    }
-  }
-}
 
 bool SupportedOpImpl(OpKind op) {
   if (IsElementwise(op)) return true;
@@ -190,7 +140,7 @@ class KernelEmitter {
     EMBER_RETURN_IF_ERROR(CheckKernelSupported(g_));
     Plan();
     KernelSource ks;
-    ks.name = KernelName(g_, kernel_index_);
+    ks.name = KernelEntryName(g_, kernel_index_);
     for (NodeId id : plan_.error_sites) {
       const OpKind op = g_.node(id).op;
       // Gather/scatter: the runtime re-runs the node in the interpreter for its
@@ -510,9 +460,9 @@ class KernelEmitter {
     const Node& n = g_.node(ph.node);
     const DType t = n.shape.dtype();
     const std::string st = StorageType(t);
-    const ReduceKind kind = *ParseReduceKind(n.attrs.GetString("to_apply"));
-    const auto& update_window_dims = n.attrs.GetInts("update_window_dims");
-    const auto& inserted = n.attrs.GetInts("inserted_window_dims");
+    const ReduceKind kind = attr::ToApply(n);
+    const auto& update_window_dims = attr::UpdateWindowDims(n);
+    const auto& inserted = attr::InsertedWindowDims(n);
     const Shape& os = n.shape;
     const Shape& us = g_.node(n.operands[2]).shape;
     auto has = [](const std::vector<int64_t>& v, int64_t x) {
@@ -543,9 +493,8 @@ class KernelEmitter {
       if (!has(update_window_dims, d)) batch_ix.push_back(uix[d]);
     }
     ExprEmitter upd(plan_, &var_counter_, 2);
-    const std::map<int64_t, std::string> starts =
-        upd.IndexStarts(n, n.attrs.GetInt("index_vector_dim"),
-                        n.attrs.GetInts("scatter_dims_to_operand_dims"), window, batch_ix);
+    const std::map<int64_t, std::string> starts = upd.IndexStarts(
+        n, attr::IndexVectorDim(n), attr::ScatterDimsToOperandDims(n), window, batch_ix);
     std::vector<std::string> oix(os.rank());
     size_t k = 0;  // position among the window dims
     for (int d = 0; d < os.rank(); ++d) {
@@ -612,9 +561,9 @@ class KernelEmitter {
     const Shape& xs = g_.node(x).shape;
     const DType t = n.shape.dtype();
     const std::string ct = ComputeType(t);
-    const ReduceKind kind = *ParseReduceKind(n.attrs.GetString("to_apply"));
+    const ReduceKind kind = attr::ToApply(n);
     std::vector<bool> reduced(xs.rank(), false);
-    for (int64_t d : n.attrs.GetInts("dimensions")) reduced[d] = true;
+    for (int64_t d : attr::Dimensions(n)) reduced[d] = true;
     std::vector<int> red_dims;
     int64_t nred = 1;
     for (int d = 0; d < xs.rank(); ++d) {
@@ -762,7 +711,7 @@ class KernelEmitter {
                        const std::vector<NodeId>& stores = {}) {
     const DType t = n.shape.dtype();
     const std::string ct = ComputeType(t);
-    const ReduceKind kind = *ParseReduceKind(n.attrs.GetString("to_apply"));
+    const ReduceKind kind = attr::ToApply(n);
     std::vector<int64_t> red_dims;
     std::vector<int> red_axes;
     for (int d = 0; d < xs.rank(); ++d) {
@@ -864,7 +813,7 @@ class KernelEmitter {
         continue;
       if (n.op == OpKind::kBroadcastInDim) {
         const Node& op = g_.node(n.operands[0]);
-        const auto& map = n.attrs.GetInts("dimensions");
+        const auto& map = attr::Dimensions(n);
         const int k = op.shape.rank();
         bool row = k >= 1 && k < static_cast<int>(full.size()) && k <= static_cast<int>(ix.size());
         for (int i = 0; row && i < k; ++i) row = map[i] == i && op.shape.dim(i) == full[i];
@@ -915,20 +864,12 @@ class KernelEmitter {
   // (beyond the caches) write them with non-temporal stores.
   static constexpr int64_t kStreamBytes = int64_t{4} << 20;
 
-  // Values worth keeping in a row buffer rather than recomputing per pass.
+  // Values worth keeping in a row buffer rather than recomputing per pass:
+  // float values of the expensive ops (element cost >= kExpensiveElementCost:
+  // transcendental functions, division).
   static bool IsRowBufferWorthy(const Node& n) {
-    if (n.shape.is_tuple() || !IsFloat(n.shape.dtype())) return false;
-    switch (n.op) {
-      case OpKind::kDivide:
-      case OpKind::kRemainder:
-      case OpKind::kPower:
-      case OpKind::kAtan2:
-      case OpKind::kSqrt:
-      case OpKind::kRsqrt:
-        return true;
-      default:
-        return IsVectorMathOp(n.op);
-    }
+    return !n.shape.is_tuple() && IsFloat(n.shape.dtype()) && IsElementwise(n.op) &&
+           ElementCost(n.op) >= kExpensiveElementCost;
   }
 
   struct RowPlan {
@@ -1029,8 +970,8 @@ class KernelEmitter {
       buffers.insert(rc.buffers.begin(), rc.buffers.end());
       sites.insert(rc.sites.begin(), rc.sites.end());
       const std::string v = "rv" + std::to_string(id);
-      body += "    // pass: %" + std::to_string(id) + " reduce (" + n.attrs.GetString("to_apply") +
-              ")\n";
+      body +=
+          "    // pass: %" + std::to_string(id) + " reduce (" + attr::ToApply.Text(n.attrs) + ")\n";
       body += "    " + ComputeType(t) + " " + v + ";\n    {\n" + rc.code;
       // The value later passes see is the stored one (bf16/f16 rounded).
       body += "      " + v + " = " + LoadExpr(t, StoreExpr(t, rc.result)) + ";\n    }\n";
@@ -1246,12 +1187,11 @@ Status CheckIndexingSupported(const Graph& g, const Node& n) {
   const Shape& os = g.node(n.operands[0]).shape;
   const Shape& is = g.node(n.operands[1]).shape;
   if (!IsInteger(is.dtype())) return no("indices are not integers");
-  const int64_t ivd = n.attrs.GetInt("index_vector_dim");
+  const int64_t ivd = attr::IndexVectorDim(n);
   if (ivd < 0 || ivd > is.rank()) return no("bad index_vector_dim");
   const int64_t vec_len = ivd == is.rank() ? 1 : is.dim(static_cast<int>(ivd));
   const bool gather = n.op == OpKind::kGather;
-  const auto& to_operand =
-      n.attrs.GetInts(gather ? "start_index_map" : "scatter_dims_to_operand_dims");
+  const auto& to_operand = gather ? attr::StartIndexMap(n) : attr::ScatterDimsToOperandDims(n);
   if (vec_len != static_cast<int64_t>(to_operand.size())) return no("index vector length");
   for (int64_t d : to_operand) {
     if (d < 0 || d >= os.rank()) return no("bad indexed operand dim");
@@ -1260,9 +1200,9 @@ Status CheckIndexingSupported(const Graph& g, const Node& n) {
   for (int d = 0; d < is.rank(); ++d) batch *= d == ivd ? 1 : is.dim(d);
   std::vector<int64_t> window(os.rank(), 1);
   if (gather) {
-    const auto& offset_dims = n.attrs.GetInts("offset_dims");
-    const auto& collapsed = n.attrs.GetInts("collapsed_slice_dims");
-    const auto& slice_sizes = n.attrs.GetInts("slice_sizes");
+    const auto& offset_dims = attr::OffsetDims(n);
+    const auto& collapsed = attr::CollapsedSliceDims(n);
+    const auto& slice_sizes = attr::SliceSizes(n);
     if (static_cast<int>(slice_sizes.size()) != os.rank()) return no("slice_sizes");
     int64_t window_dims = 0;
     for (int d = 0; d < os.rank(); ++d) {
@@ -1287,7 +1227,7 @@ Status CheckIndexingSupported(const Graph& g, const Node& n) {
     }
     if (rbatch != batch) return no("result batch dims");
   } else {
-    auto kind = ParseReduceKind(n.attrs.GetString("to_apply"));
+    auto kind = attr::ToApply.Find(n.attrs);
     if (!kind) return no("unknown to_apply");
     const DType t = n.shape.dtype();
     if (*kind != ReduceKind::kAssign &&
@@ -1296,8 +1236,8 @@ Status CheckIndexingSupported(const Graph& g, const Node& n) {
     }
     const Shape& us = g.node(n.operands[2]).shape;
     if (us.dtype() != t || os != n.shape) return no("dtypes");
-    const auto& uwd = n.attrs.GetInts("update_window_dims");
-    const auto& inserted = n.attrs.GetInts("inserted_window_dims");
+    const auto& uwd = attr::UpdateWindowDims(n);
+    const auto& inserted = attr::InsertedWindowDims(n);
     std::vector<int64_t> wod;
     for (int d = 0; d < os.rank(); ++d) {
       if (!has(inserted, d)) wod.push_back(d);
@@ -1357,10 +1297,10 @@ Status CheckKernelSupported(const Graph& g) {
       EMBER_RETURN_IF_ERROR(CheckIndexingSupported(g, n));
     }
     if (n.op == OpKind::kReduce) {
-      auto k = ParseReduceKind(n.attrs.GetString("to_apply"));
+      auto k = attr::ToApply.Find(n.attrs);
       if (!k || *k == ReduceKind::kAssign) {
         return Unimplemented("cpu codegen: reduce %", n.id, " with to_apply '",
-                             n.attrs.GetString("to_apply"), "'");
+                             attr::ToApply.Text(n.attrs), "'");
       }
     }
     if (n.op == OpKind::kParameter) {
@@ -1416,27 +1356,8 @@ std::string AbiVersionFunction() {
          std::to_string(kKernelAbiVersion) + "; }\n\n";
 }
 
-std::string KernelName(const Graph& g, int kernel_index) {
-  std::vector<std::string> ops;
-  bool more = false;
-  for (const Node& n : g.nodes()) {
-    if (n.op == OpKind::kParameter || n.op == OpKind::kConstant || n.op == OpKind::kTuple ||
-        n.op == OpKind::kGetTupleElement) {
-      continue;
-    }
-    std::string s = ShortOpName(n.op);
-    if (std::find(ops.begin(), ops.end(), s) != ops.end()) continue;
-    if (ops.size() == 6) {
-      more = true;
-      continue;
-    }
-    ops.push_back(s);
-  }
-  std::string name = "ember_fused";
-  for (const auto& s : ops) name += "_" + s;
-  if (ops.empty()) name += "_copy";
-  if (more) name += "_etc";
-  return name + "_" + std::to_string(kernel_index);
+std::string KernelEntryName(const Graph& g, int kernel_index) {
+  return "ember_" + KernelName(g, kernel_index);
 }
 
 StatusOr<KernelSource> EmitKernelSource(const Graph& g, int kernel_index, bool vector_math) {

@@ -22,9 +22,9 @@ namespace ember::codegen {
 // first node it does not.
 Status CheckKernelSupported(const Graph& g);
 
-// `ember_fused_<ops>_<n>`: the distinct ops of `g` (parameters and constants
-// left out) in first-use order, at most six of them.
-std::string KernelName(const Graph& g, int kernel_index);
+// The exported entry's name: `ember_` + KernelName(g, kernel_index)
+// (ember/ir/kernel_name.h), e.g. `ember_fused_mul_add_exp_reduce_0`.
+std::string KernelEntryName(const Graph& g, int kernel_index);
 
 // `EMBER_EXPORT int ember_kernel_abi_version(void) { return 1; }`: once per
 // shared object (a standalone kernel's, or a batch's, kernel.cc).

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "codegen/cpu/c_types.h"
+#include "ember/ir/attributes.h"
 
 namespace ember::codegen {
 namespace {
@@ -27,28 +28,6 @@ std::string MathFn(const char* base, DType t) {
   std::string s = std::string("__builtin_") + base;
   if (t != DType::kF64) s += "f";
   return s;
-}
-
-// Ops that call libm: constant operands get ember_opaque() so GCC cannot fold
-// the call at compile time (MPFR may differ from libm by an ulp).
-bool CallsLibm(OpKind op) {
-  switch (op) {
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kLog1p:
-    case OpKind::kExpm1:
-    case OpKind::kTanh:
-    case OpKind::kLogistic:
-    case OpKind::kSin:
-    case OpKind::kCos:
-    case OpKind::kErf:
-    case OpKind::kPower:
-    case OpKind::kAtan2:
-    case OpKind::kRemainder:
-      return true;
-    default:
-      return false;
-  }
 }
 
 std::string Paren(const std::string& s) { return "(" + s + ")"; }
@@ -150,7 +129,7 @@ Index ExprEmitter::OperandIndex(const Node& n, const Index& idx) {
   const Shape& rs = n.shape;
   switch (n.op) {
     case OpKind::kBroadcastInDim: {
-      const auto& map = n.attrs.GetInts("dimensions");
+      const auto& map = attr::Dimensions(n);
       if (os.rank() == 0) return Index::Scalar();
       bool identity = os.dims() == rs.dims();
       for (size_t i = 0; i < map.size(); ++i) identity &= map[i] == static_cast<int64_t>(i);
@@ -181,15 +160,15 @@ Index ExprEmitter::OperandIndex(const Node& n, const Index& idx) {
       return Index::Linear(LinOf(rs, idx));
     }
     case OpKind::kTranspose: {
-      const auto& perm = n.attrs.GetInts("dimensions");
+      const auto& perm = attr::Dimensions(n);
       auto rix = MultiOf(rs, idx);
       std::vector<std::string> ix(os.rank());
       for (size_t i = 0; i < perm.size(); ++i) ix[perm[i]] = rix[i];
       return Index::Multi(ix);
     }
     case OpKind::kSlice: {
-      const auto& start = n.attrs.GetInts("start");
-      auto stride = n.attrs.GetInts("stride");
+      const auto& start = attr::Start(n);
+      auto stride = attr::Stride(n);
       if (stride.empty()) stride.assign(os.rank(), 1);
       if (os.dims() == rs.dims()) return idx;  // full slice
       auto rix = MultiOf(rs, idx);
@@ -204,7 +183,7 @@ Index ExprEmitter::OperandIndex(const Node& n, const Index& idx) {
     }
     case OpKind::kReverse: {
       std::vector<bool> rev(os.rank(), false);
-      for (int64_t d : n.attrs.GetInts("dimensions")) rev[d] = !rev[d];
+      for (int64_t d : attr::Dimensions(n)) rev[d] = !rev[d];
       auto rix = MultiOf(rs, idx);
       std::vector<std::string> ix(os.rank());
       for (int d = 0; d < os.rank(); ++d) {
@@ -249,7 +228,7 @@ ExprEmitter::Val ExprEmitter::EmitUncached(const Node& n, const Index& idx) {
       return {Bind(t, LoadExpr(t, tab->second + "[" + LinOf(n.shape, idx) + "]")), false};
     }
     case OpKind::kIota: {
-      const int64_t dim = n.attrs.GetInt("iota_dimension");
+      const int64_t dim = attr::IotaDimension(n);
       const std::string i = "((int64_t)" + MultiOf(n.shape, idx)[dim] + ")";
       Val v = EmitConvert(DType::kS64, t, Val{i, false});
       return {Bind(t, v.expr), false};
@@ -262,7 +241,7 @@ ExprEmitter::Val ExprEmitter::EmitUncached(const Node& n, const Index& idx) {
       return Emit(n.operands[0], OperandIndex(n, idx));
     case OpKind::kGetTupleElement: {
       const Node& t = g_.node(n.operands[0]);  // a tuple (CheckKernelSupported)
-      return Emit(t.operands[n.attrs.GetInt("index")], idx);
+      return Emit(t.operands[attr::Index(n)], idx);
     }
     case OpKind::kConcatenate:
       return EmitConcatenate(n, idx);
@@ -319,9 +298,9 @@ std::map<int64_t, std::string> ExprEmitter::IndexStarts(
 // in offset_dims walk the indices' batch positions, offset_dims walk the
 // operand's non-collapsed dims in order.
 ExprEmitter::Val ExprEmitter::EmitGather(const Node& n, const Index& idx) {
-  const auto& offset_dims = n.attrs.GetInts("offset_dims");
-  const auto& collapsed = n.attrs.GetInts("collapsed_slice_dims");
-  const auto& slice_sizes = n.attrs.GetInts("slice_sizes");
+  const auto& offset_dims = attr::OffsetDims(n);
+  const auto& collapsed = attr::CollapsedSliceDims(n);
+  const auto& slice_sizes = attr::SliceSizes(n);
   const Shape& os = g_.node(n.operands[0]).shape;
   auto has = [](const std::vector<int64_t>& v, int64_t x) {
     return std::find(v.begin(), v.end(), x) != v.end();
@@ -332,7 +311,7 @@ ExprEmitter::Val ExprEmitter::EmitGather(const Node& n, const Index& idx) {
     if (!has(offset_dims, d)) batch_ix.push_back(rix[d]);
   }
   const std::map<int64_t, std::string> starts =
-      IndexStarts(n, n.attrs.GetInt("index_vector_dim"), n.attrs.GetInts("start_index_map"),
+      IndexStarts(n, attr::IndexVectorDim(n), attr::StartIndexMap(n),
                   std::vector<int64_t>(slice_sizes.begin(), slice_sizes.end()), batch_ix);
   std::vector<std::string> oix(os.rank());
   size_t k = 0;  // position among offset_dims
@@ -349,7 +328,7 @@ ExprEmitter::Val ExprEmitter::EmitGather(const Node& n, const Index& idx) {
 
 ExprEmitter::Val ExprEmitter::EmitConcatenate(const Node& n, const Index& idx) {
   const DType t = n.shape.dtype();
-  const int64_t dim = n.attrs.GetInt("dimension");
+  const int64_t dim = attr::Dimension(n);
   auto rix = MultiOf(n.shape, idx);
   std::vector<NodeId> parts;
   std::vector<int64_t> offsets;
@@ -394,9 +373,9 @@ ExprEmitter::Val ExprEmitter::EmitConcatenate(const Node& n, const Index& idx) {
 ExprEmitter::Val ExprEmitter::EmitPad(const Node& n, const Index& idx) {
   const DType t = n.shape.dtype();
   const Shape& os = g_.node(n.operands[0]).shape;
-  const auto& low = n.attrs.GetInts("low");
-  const auto& high = n.attrs.GetInts("high");
-  auto interior = n.attrs.GetInts("interior");
+  const auto& low = attr::Low(n);
+  const auto& high = attr::High(n);
+  auto interior = attr::Interior(n);
   if (interior.empty()) interior.assign(os.rank(), 0);
   auto rix = MultiOf(n.shape, idx);
   std::vector<std::string> conds, oix(os.rank());
@@ -636,7 +615,7 @@ ExprEmitter::Val ExprEmitter::EmitBinary(const Node& n, const Val& av, const Val
       break;
     case OpKind::kCompare: {
       static const char* kOps[] = {"==", "!=", "<", "<=", ">", ">="};
-      auto dir = ParseComparisonKind(n.attrs.GetString("direction"));
+      auto dir = attr::Direction.Find(n.attrs);
       const char* op = dir ? kOps[static_cast<int>(*dir)] : "==";
       return {"(uint8_t)(" + a + " " + op + " " + b + ")", av.is_const && bv.is_const};
     }

@@ -2,31 +2,12 @@
 
 namespace ember::codegen {
 
-bool IsVectorMathOp(OpKind op) {
-  switch (op) {
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kLog1p:
-    case OpKind::kExpm1:
-    case OpKind::kTanh:
-    case OpKind::kLogistic:
-    case OpKind::kSin:
-    case OpKind::kCos:
-    case OpKind::kErf:
-    case OpKind::kPower:
-    case OpKind::kAtan2:
-      return true;
-    default:
-      return false;
-  }
-}
-
 namespace {
 
 bool BodyHasVectorMath(const Graph& g) {
   for (const Node& n : g.nodes()) {
     if (n.called && BodyHasVectorMath(*n.called)) return true;
-    if (IsVectorMathOp(n.op) && !n.shape.is_tuple() && IsFloat(n.shape.dtype())) return true;
+    if (HasVectorMath(n.op) && !n.shape.is_tuple() && IsFloat(n.shape.dtype())) return true;
   }
   return false;
 }
@@ -36,7 +17,7 @@ bool BodyHasVectorMath(const Graph& g) {
 std::vector<bool> DependsOnVectorMath(const Graph& g) {
   std::vector<bool> dep(g.num_nodes(), false);
   for (const Node& n : g.nodes()) {
-    bool d = (IsVectorMathOp(n.op) && !n.shape.is_tuple() && IsFloat(n.shape.dtype())) ||
+    bool d = (HasVectorMath(n.op) && !n.shape.is_tuple() && IsFloat(n.shape.dtype())) ||
              (n.called && BodyHasVectorMath(*n.called));
     for (NodeId o : n.operands) d = d || dep[o];
     dep[n.id] = d;

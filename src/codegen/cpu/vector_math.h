@@ -30,10 +30,10 @@
 
 namespace ember::codegen {
 
-// Ops whose float results go through libmvec when vector math is on:
-// exponential, log, log-plus-one, exponential-minus-one, tanh, logistic
-// (1 / (1 + exp(-x))), sine, cosine, erf, and the binary power and atan2.
-bool IsVectorMathOp(OpKind op);
+// The ops whose float results go through libmvec when vector math is on are
+// those with HasVectorMath (ember/ir/opcode.h): exponential, log,
+// log-plus-one, exponential-minus-one, tanh, logistic (1 / (1 + exp(-x))),
+// sine, cosine, erf, and the binary power and atan2.
 
 // The largest difference (in ulps of the result's float dtype) between a
 // compiled vector-math op and the interpreter's scalar libm value, for
@@ -47,7 +47,7 @@ inline constexpr int kVectorMathMaxUlps = 4;
 std::vector<bool> DependsOnVectorMath(const Graph& g);
 
 // C++ declarations (extern "C", `#pragma omp declare simd notinbranch`) of
-// the libm functions of IsVectorMathOp, float and double.
+// the libm functions of the HasVectorMath ops, float and double.
 // Also defines ember_powf / ember_pow (float and double pow for kernels): the
 // SIMD variant on |x| with C99's signs restored.
 const char* VectorMathDeclarations();
