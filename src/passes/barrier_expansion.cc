@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "ember/ir/attributes.h"
 #include "passes/rewriter.h"
 
 namespace ember::passes {
@@ -23,7 +24,7 @@ StatusOr<bool> BarrierExpansionPass::Run(Graph& g) {
     if (n.op != OpKind::kGetTupleElement) return kCopyNode;
     const Node& t = rw.old_graph().node(n.operands[0]);
     if (t.op != OpKind::kOptimizationBarrier || keep[t.id]) return kCopyNode;
-    const int64_t i = n.attrs.GetInt("index", -1);
+    const int64_t i = attr::Index(n, -1);
     if (i < 0 || i >= static_cast<int64_t>(t.operands.size())) return kCopyNode;
     return rw.Map(t.operands[i]);
   });

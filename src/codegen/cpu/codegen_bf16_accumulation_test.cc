@@ -6,6 +6,7 @@
 // bf16 producer, and softmax through the runtime's row kernels. Exact results,
 // equal to the interpreter's.
 #include "codegen/cpu/codegen_test_util.h"
+#include "ember/ir/attributes.h"
 #include "ember/runtime/executable.h"
 
 namespace ember::codegen {
@@ -71,8 +72,7 @@ TEST(CodegenBF16Accumulation, RowFusionSumsInF32) {
   int row_kernels = 0;
   for (const Step& st : exe->steps()) {
     EXPECT_EQ(st.kind, StepKind::kKernel);
-    if (st.fusion && exe->graph().node(st.nodes[0]).attrs.GetString("kind") == "row")
-      ++row_kernels;
+    if (st.fusion && attr::Kind(exe->graph().node(st.nodes[0])) == FusionKind::kRow) ++row_kernels;
   }
   EXPECT_GE(row_kernels, 1) << exe->DebugString();
   auto out = exe->RunLiterals({Ones(DType::kBF16, {2, 600})});
