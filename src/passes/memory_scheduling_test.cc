@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "ember/ir/attributes.h"
 #include "ember/runtime/buffer.h"
 #include "ember/runtime/executable.h"
 #include "passes/pass_test_util.h"
@@ -99,8 +100,8 @@ graph main(%p0: u64[], %p1: u64[], %p2: f32[4]) {
   ASSERT_TRUE(Verify(g).ok());
   std::vector<std::string> order;
   for (const Node& n : g.nodes()) {
-    if (IsRng(n.op)) order.push_back("rng" + std::to_string(n.attrs.GetInt("stream")));
-    if (n.op == OpKind::kCustomCall) order.push_back(n.attrs.GetString("call_target_name"));
+    if (IsRng(n.op)) order.push_back("rng" + std::to_string(attr::Stream(n)));
+    if (n.op == OpKind::kCustomCall) order.push_back(attr::CallTargetName(n));
   }
   EXPECT_EQ(order, (std::vector<std::string>{"rng0", "my.big", "rng1", "my.small"}))
       << PrintGraph(g);
