@@ -6,6 +6,7 @@ as ``.item()``/``.cpu()``/``print``, or ``optimizer.step()``) runs all pending w
 live tensors as one cached program.
 """
 
+import atexit as _atexit
 import logging as _logging
 import os as _os
 import warnings as _warnings
@@ -77,6 +78,10 @@ from . import dynamo  # noqa: E402  (torch.compile(backend="ember"))
 from . import _post_import  # noqa: E402
 from . import checkpoint  # noqa: E402  (torch.utils.checkpoint's recompute kept apart)
 
+# Programs still queued at interpreter exit run to completion (a pending torch.save's
+# values included) before the process ends.
+_atexit.register(_C.shutdown_queue)
+
 _serialization.install()
 _storage.install()
 _fake.install()
@@ -112,9 +117,15 @@ def device(index: int = 0) -> _torch.device:
     return _torch.device("ember", index)
 
 
-def sync() -> None:
-    """Run all pending work of all live ember tensors as one graph."""
-    _C.sync("ember.sync()")
+def sync(wait: bool = True) -> None:
+    """Run all pending work of all live ember tensors as one graph.
+
+    With ``wait`` (the default) it returns once every program queued so far has run, so
+    the time of ``step(); ember.sync()`` is the step's execution; ``wait=False`` only
+    queues the program (what ``optimizer.step()`` does under asynchronous execution,
+    ``ember.config.async_execution``). Raises the error of a queued program that nothing
+    has raised yet (eager's exception type, naming the op and the traced line)."""
+    _C.sync("ember.sync()", wait)
 
 
 def pending_graph() -> str:

@@ -33,7 +33,7 @@ def set_device(device) -> None:
 
 
 def synchronize(device=None) -> None:
-    _C.sync("ember.synchronize()")
+    _C.sync("ember.synchronize()", True)
 
 
 # torch.utils.checkpoint stashes and restores a device's RNG state only when its module

@@ -39,6 +39,11 @@ _DEFAULTS = {
     # device thread, and the handoff costs two thread wake-ups per backward
     # (docs/performance.md, "Fixed cost per step").
     "backward_on_calling_thread": True,
+    # Asynchronous execution (docs/architecture.md, "Execution model"): a sync queues its
+    # program and returns, so Python traces the next step while this one runs; reading a
+    # value waits for the program that produces it. False runs each program inside its
+    # sync (debugging; the same values and bits either way).
+    "async_execution": True,
 }
 _NATIVE = {
     "max_pending_ops",
@@ -47,6 +52,7 @@ _NATIVE = {
     "log_recompiles",
     "backend",
     "donate_buffers",
+    "async_execution",
 }
 
 

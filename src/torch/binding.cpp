@@ -48,13 +48,15 @@ bool row_major(const at::Tensor& t) { return row_major(t.sizes().vec(), t.stride
 // When `t` is not row-major but its elements are a dense row-major block in another
 // dimension order (e.g. `w.t()`, a permuted contiguous tensor): that order, outermost
 // first (`order[j]` = the logical dimension stored j-th). Empty otherwise.
-std::vector<int64_t> dense_permutation(const at::Tensor& t) {
-  const int64_t r = t.dim();
-  if (r < 2 || t.numel() == 0 || row_major(t)) return {};
+std::vector<int64_t> dense_permutation(const TensorMeta& m) {
+  const int64_t r = static_cast<int64_t>(m.sizes.size());
+  int64_t numel = 1;
+  for (int64_t s : m.sizes) numel *= s;
+  if (r < 2 || numel == 0 || row_major(m.sizes, m.strides)) return {};
   std::vector<int64_t> order(r);
   for (int64_t d = 0; d < r; ++d) order[d] = d;
-  auto sizes = t.sizes();
-  auto strides = t.strides();
+  const auto& sizes = m.sizes;
+  const auto& strides = m.strides;
   // Size-1 dimensions have no meaningful stride: they go innermost, in logical order.
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     const bool a1 = sizes[a] == 1, b1 = sizes[b] == 1;
@@ -68,6 +70,10 @@ std::vector<int64_t> dense_permutation(const at::Tensor& t) {
   }
   if (!row_major(ps, pst)) return {};
   return order;
+}
+
+std::vector<int64_t> dense_permutation(const at::Tensor& t) {
+  return dense_permutation(meta_of(t));
 }
 
 // ---------------------------------------------------------------- runtime buffers as tensors

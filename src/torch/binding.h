@@ -21,6 +21,7 @@ bool row_major(const at::Tensor& t);
 // When `t` is not row-major but its elements are a dense row-major block in another
 // dimension order (e.g. `w.t()`, a permuted contiguous tensor): that order, outermost
 // first (`order[j]` = the logical dimension stored j-th). Empty otherwise.
+std::vector<int64_t> dense_permutation(const TensorMeta& m);
 std::vector<int64_t> dense_permutation(const at::Tensor& t);
 
 // A CPU tensor over `buf`'s bytes (which it keeps alive) with sizes/strides of `m`.

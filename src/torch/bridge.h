@@ -3,9 +3,10 @@
 // Model (see docs/architecture.md, "Torch bridge"):
 //  * Users hold FunctionalTensorWrapper tensors; functionalization turns views and
 //    in-place ops into functional ops on the inner tensors, which are LazyTensorImpl.
-//  * A LazyTensorImpl shares a LazyState: either device data (a CPU tensor whose
-//    storage comes from the counting device allocator, laid out exactly as the
-//    tensor reports it) or a pending IR value (Node output).
+//  * A LazyTensorImpl shares a LazyState: device data (a CPU tensor whose storage
+//    comes from the counting device allocator, laid out exactly as the tensor reports
+//    it), a pending IR value (Node output), or an in-flight value: the future of a
+//    program queued for asynchronous execution (execution_queue.h).
 //  * Nodes are ATen-level: operator handle + boxed argument template + operands.
 //    Output sizes/strides come from the op's Meta kernel, cached.
 //  * sync() gathers the pending values of all live states into one graph, hashes
@@ -103,13 +104,16 @@ TensorMeta meta_of(const at::Tensor& t);
 
 struct Node;
 using NodePtr = std::shared_ptr<Node>;
+struct FutureData;  // execution_queue.h
+using FuturePtr = std::shared_ptr<FutureData>;
 struct Value {
   NodePtr node;
   int index = 0;
   bool operator==(const Value& o) const { return node == o.node && index == o.index; }
 };
 
-enum class NodeKind { kData, kHost, kOp };
+// kFuture: a leaf whose device data a queued program will produce (`future`).
+enum class NodeKind { kData, kHost, kOp, kFuture };
 
 // How one boxed argument of an op node is rebuilt at execution time.
 enum class ArgKind : uint8_t {
@@ -132,6 +136,7 @@ struct Node {
   NodeKind kind = NodeKind::kOp;
   // kData: device buffer. kHost: CPU tensor snapshot (e.g. a wrapped number).
   at::Tensor data;
+  FuturePtr future;  // kFuture
   // kOp:
   std::optional<c10::OperatorHandle> op;
   std::vector<c10::IValue> args;  // tensor positions hold None
@@ -155,8 +160,13 @@ struct LazyState {
   uint64_t id = 0;
   std::optional<Value> ir;  // pending value
   at::Tensor data;          // device data
-  bool is_view = false;     // produced by an inner view op (must not be mutated)
-  std::string error;        // set when the sync that should have computed it failed
+  // In flight: the value a queued program will produce (set by the sync that queued
+  // it, replaced by `data` on first use after it resolved). Guarded by state_mutex();
+  // set and cleared only through adopt_future / drop_future (they count the states
+  // holding a future, which donation reads).
+  FuturePtr future;
+  bool is_view = false;  // produced by an inner view op (must not be mutated)
+  std::string error;     // set when the sync that should have computed it failed
   explicit LazyState(uint64_t id_) : id(id_) {}
   ~LazyState();
 };
@@ -167,6 +177,20 @@ using StatePtr = std::shared_ptr<LazyState>;
 std::mutex& state_mutex();
 StatePtr new_state();
 std::vector<std::pair<StatePtr, Value>> pending_states();  // creation order
+// Gathers the pending states (as pending_states) and, under the same lock, makes each an
+// in-flight state holding a new future (one per state, pushed to *futures in the same
+// order): from then on no thread can reach their pending nodes through a state
+// (docs/architecture.md, "Execution model").
+std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FuturePtr>* futures);
+// Makes the claimed states pending again (a sync failed before queueing its job).
+void unclaim_states(const std::vector<std::pair<StatePtr, Value>>& roots,
+                    const std::vector<FuturePtr>& futures);
+// Under state_mutex(): `s` holds `f` (replacing any other future) / holds none.
+void adopt_future(LazyState& s, FuturePtr f);
+void drop_future(LazyState& s);
+// Under state_mutex(): a future resolved with a value becomes the state's data (a failed
+// one stays, so reads raise its error).
+void settle_future(LazyState& s);
 int64_t pending_op_count();
 void add_pending_ops(int64_t n);  // n < 0: reset to 0 (a sync took every pending op)
 uint64_t next_node_seq();         // trace order of a new op node (Node::seq)
@@ -225,11 +249,18 @@ struct Config {
   // 0 cpu (lowered, native kernels), 1 interpreter (lowered, reference
   // interpreter), 2 aten (one ATen step per node). Initial value: $EMBER_BACKEND.
   std::atomic<int> backend{0};
+  // Syncs queue their programs on the execution queue and return (execution_queue.h);
+  // off: each sync runs its program before returning.
+  std::atomic<bool> async_execution{true};
 };
 Config& config();
 int backend_from_env();  // $EMBER_BACKEND: cpu (default), interpreter, aten (backend.cpp)
 
+// Queues (or, without async_execution, runs) one program computing every pending value.
+// Raises an error of an earlier queued program that nothing has reported yet.
 void sync(const std::string& reason);
+// sync(), then waits until every queued program has run.
+void sync_and_wait(const std::string& reason);
 void maybe_sync_early();
 std::string graph_debug_text();  // lazy IR of the pending graph (for debugging)
 int64_t cache_size();

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "donation.h"
+#include "execution_queue.h"
 #include "graph_cache.h"
 
 namespace ember_torch {
@@ -126,6 +127,7 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
       at::Tensor data;
       {
         std::lock_guard<std::mutex> g(state_mutex());
+        settle_future(*s);
         data = s->data;
       }
       if (!data.defined()) return refuse("an output has no value");
@@ -145,10 +147,12 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
   for (Node* n : sc.graph.ops) {
     for (auto& o : n->operands) {
       if (o.node->kind == NodeKind::kData) o.node->data = at::Tensor();
+      if (o.node->kind == NodeKind::kFuture) o.node->future.reset();
     }
   }
   for (const auto& r : sc.roots) {
     if (r.second.node->kind == NodeKind::kData) r.second.node->data = at::Tensor();
+    if (r.second.node->kind == NodeKind::kFuture) r.second.node->future.reset();
   }
   return cap;
 }

@@ -48,7 +48,8 @@ void pair_donations(const LazyGraph& g, const std::vector<ember::NodeId>& output
     for (int depth = 0; depth < 256 && n; ++depth) {
       if (n->kind != NodeKind::kOp) {
         auto it = input_of_slot.find(g.first_slot.at(n));
-        return it == input_of_slot.end() || n->kind != NodeKind::kData
+        return it == input_of_slot.end() ||
+                       (n->kind != NodeKind::kData && n->kind != NodeKind::kFuture)
                    ? -1
                    : static_cast<int>(it->second);
       }

@@ -160,6 +160,7 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
       std::lock_guard<std::mutex> g(state_mutex());
       impl->state()->ir.reset();
       impl->state()->data = wp.second;
+      drop_future(*impl->state());
     }
     impl->set_meta(meta_of(wp.second));
   }
@@ -204,8 +205,9 @@ bool try_eager_view(const c10::OperatorHandle& op, const std::vector<c10::IValue
       auto* impl = lazy_impl(t);
       if (!impl) return t;
       std::lock_guard<std::mutex> g(state_mutex());
-      const auto& st = *impl->state();
-      if (st.ir || !st.data.defined()) {
+      auto& st = *impl->state();
+      settle_future(st);  // a resolved program's value is device data now
+      if (st.ir || st.future || !st.data.defined()) {
         ok = false;
         return t;
       }

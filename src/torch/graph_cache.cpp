@@ -35,7 +35,7 @@ void log_recompile(const std::string& site, const LazyGraph& g) {
   std::vector<std::string> ops, ins;
   for (const Node* n : g.ops)
     ops.push_back(n->op->schema().name() + "->" + meta_str(n->outputs[0]));
-  for (const auto& t : g.inputs) ins.push_back(meta_str(meta_of(t)));
+  for (const auto& m : g.input_metas) ins.push_back(meta_str(m));
   SiteInfo& info = g_sites[site];
   if (!info.graphs.empty() && config().log_recompiles.load() && g_log_hook) {
     std::string why;

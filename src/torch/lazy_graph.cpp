@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "execution_queue.h"
+
 namespace ember_torch {
 namespace {
 
@@ -100,14 +102,17 @@ int64_t scalar_tag(const c10::IValue& v) {
 }
 
 void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, LazyGraph& g) {
-  std::unordered_map<const c10::TensorImpl*, int> data_slots;
+  // Device data leaves deduplicated by tensor, in-flight leaves by future.
+  std::unordered_map<const void*, int> data_slots;
   std::unordered_set<const Node*> visited;
   // Iterative post-order DFS.
   std::vector<std::pair<Node*, size_t>> work;
   auto& t = g.tokens;
   auto visit_leaf = [&](Node* n) {
-    if (n->kind == NodeKind::kData) {
-      auto* key = n->data.unsafeGetTensorImpl();
+    if (n->kind == NodeKind::kData || n->kind == NodeKind::kFuture) {
+      const bool future = n->kind == NodeKind::kFuture;
+      const void* key = future ? static_cast<const void*>(n->future.get())
+                               : static_cast<const void*>(n->data.unsafeGetTensorImpl());
       auto it = data_slots.find(key);
       if (it != data_slots.end()) {
         g.first_slot[n] = it->second;
@@ -119,15 +124,21 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
       int s = g.num_slots++;
       data_slots[key] = s;
       g.first_slot[n] = s;
-      g.inputs.push_back(n->data);
+      g.inputs.push_back(future ? at::Tensor() : n->data);
+      g.input_metas.push_back(n->outputs[0]);
+      g.input_futures.push_back(future ? n->future : nullptr);
       g.input_slots.push_back(s);
       g.input_nodes.push_back(1);
+      // The same token as device data: a step's graph hashes alike whether its
+      // parameters were synced or are still in flight.
       t.push_back(-1);
       hash_meta(n->outputs[0], t);
     } else {
       int s = g.num_slots++;
       g.first_slot[n] = s;
       g.inputs.push_back(n->data);
+      g.input_metas.push_back(n->outputs[0]);
+      g.input_futures.push_back(nullptr);
       g.input_slots.push_back(s);
       g.input_nodes.push_back(0);  // host snapshot: never donated
       t.push_back(-2);
@@ -246,6 +257,34 @@ bool depends_on(const Value& v, const Node* bad) {
   return false;
 }
 
+bool depends_on_future(const Value& v, const FutureData* f) {
+  std::vector<const Node*> work{v.node.get()};
+  std::unordered_set<const Node*> seen;
+  while (!work.empty()) {
+    const Node* n = work.back();
+    work.pop_back();
+    if (n->kind == NodeKind::kFuture && n->future.get() == f) return true;
+    if (!seen.insert(n).second) continue;
+    for (const Value& o : n->operands) work.push_back(o.node.get());
+  }
+  return false;
+}
+
+int resolve_inputs(LazyGraph& g, std::exception_ptr* error) {
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const FuturePtr& f = g.input_futures[i];
+    if (!f || g.inputs[i].defined()) continue;
+    TORCH_INTERNAL_ASSERT(f->ready(), "ember: a queued program started before its input's");
+    if (std::exception_ptr e = f->error()) {
+      *error = e;
+      return static_cast<int>(i);
+    }
+    std::string unused;
+    g.inputs[i] = f->peek(&unused);
+  }
+  return -1;
+}
+
 std::string meta_str(const TensorMeta& m) {
   std::ostringstream os;
   os << c10::toString(m.dtype) << "[";
@@ -262,7 +301,7 @@ std::string graph_text(const LazyGraph& g) {
   for (const auto& kv : g.first_slot) {
     const Node* n = kv.first;
     if (n->kind == NodeKind::kOp) continue;
-    os << "%" << kv.second << " = " << (n->kind == NodeKind::kData ? "parameter " : "host ")
+    os << "%" << kv.second << " = " << (n->kind == NodeKind::kHost ? "host " : "parameter ")
        << meta_str(n->outputs[0]) << "\n";
   }
   for (const Node* n : g.ops) {

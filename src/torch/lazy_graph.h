@@ -15,8 +15,13 @@
 namespace ember_torch {
 
 struct LazyGraph {
-  std::vector<Node*> ops;                           // op nodes, topological order
-  std::vector<at::Tensor> inputs;                   // tensor inputs (data, host), slot order
+  std::vector<Node*> ops;  // op nodes, topological order
+  // Tensor inputs (data, host, in flight), slot order. An in-flight input (a future of
+  // an earlier queued program) is undefined in `inputs` until resolve_inputs(); its
+  // metadata is known from the start.
+  std::vector<at::Tensor> inputs;
+  std::vector<TensorMeta> input_metas;              // per input: sizes, strides, offset, dtype
+  std::vector<FuturePtr> input_futures;             // per input: the future, or null
   std::vector<c10::IValue> scalars;                 // scalar inputs (Scalar args, rng pairs)
   std::vector<int> output_slots;                    // per root
   std::vector<int64_t> tokens;                      // canonical structure
@@ -36,8 +41,15 @@ inline int slot_of(const LazyGraph& g, const Value& v) {
 // Kind tag of a scalar IValue: 1 double, 2 int, 3 bool, 4 complex, 5 other.
 int64_t scalar_tag(const c10::IValue& v);
 
+// Fills the in-flight inputs from their resolved futures (the execution worker, when a
+// job starts: earlier jobs have finished). Returns the index of the first input whose
+// program failed (its error in *error), or -1.
+int resolve_inputs(LazyGraph& g, std::exception_ptr* error);
+
 // Whether root value `v` depends on op node `bad`.
 bool depends_on(const Value& v, const Node* bad);
+// Whether root value `v` depends on a leaf holding future `f`.
+bool depends_on_future(const Value& v, const FutureData* f);
 
 // "f32[2,3]": dtype and sizes, as logs and the graph text print a value.
 std::string meta_str(const TensorMeta& m);

@@ -5,6 +5,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "bridge.h"
+#include "execution_queue.h"
 #include "storage.h"
 
 namespace ember_torch {
@@ -12,6 +13,7 @@ namespace ember_torch {
 const char* Node::name() const {
   if (kind == NodeKind::kData) return "data";
   if (kind == NodeKind::kHost) return "host";
+  if (kind == NodeKind::kFuture) return "in-flight";
   return op->schema().name().c_str();
 }
 
@@ -38,6 +40,7 @@ std::mutex& state_mutex() { return g_mu; }
 LazyState::~LazyState() {
   std::lock_guard<std::mutex> g(g_mu);
   g_live.erase(id);
+  drop_future(*this);
 }
 
 StatePtr new_state() {
@@ -63,6 +66,56 @@ std::vector<std::pair<StatePtr, Value>> pending_states() {
     }
   }
   return out;
+}
+
+void adopt_future(LazyState& s, FuturePtr f) {
+  if (s.future == f) return;
+  drop_future(s);
+  if (f) ++f->state_refs;
+  s.future = std::move(f);
+}
+
+void drop_future(LazyState& s) {
+  if (!s.future) return;
+  --s.future->state_refs;
+  s.future.reset();
+}
+
+std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FuturePtr>* futures) {
+  std::vector<std::pair<StatePtr, Value>> out;
+  std::vector<StatePtr> dropped;
+  std::vector<std::optional<Value>> released;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    for (auto& kv : g_live) {
+      StatePtr s = kv.second.lock();
+      if (!s) continue;
+      if (s->ir) {
+        const Value& v = *s->ir;
+        auto f = std::make_shared<FutureData>(v.node->outputs.at(v.index));
+        out.emplace_back(s, v);
+        futures->push_back(f);
+        adopt_future(*s, std::move(f));
+        released.push_back(std::move(s->ir));
+        s->ir.reset();
+        s->data = at::Tensor();
+      } else {
+        dropped.push_back(std::move(s));  // released after unlocking
+      }
+    }
+  }
+  return out;
+}
+
+void unclaim_states(const std::vector<std::pair<StatePtr, Value>>& roots,
+                    const std::vector<FuturePtr>& futures) {
+  std::lock_guard<std::mutex> g(g_mu);
+  for (size_t i = 0; i < roots.size(); ++i) {
+    LazyState& s = *roots[i].first;
+    if (s.future != futures[i]) continue;  // rebound since (an in-place op traced on it)
+    drop_future(s);
+    s.ir = roots[i].second;
+  }
 }
 
 int64_t pending_op_count() { return g_pending_ops.load(); }
@@ -183,16 +236,46 @@ at::Tensor unwrap(const at::Tensor& t) {
   return t;
 }
 
+// A future resolved with a value becomes the state's data. A failed one stays, so every
+// read raises its error with eager's exception type.
+void settle_future(LazyState& s) {
+  if (!s.future || !s.future->ready()) return;
+  std::string err;
+  at::Tensor d = s.future->peek(&err);
+  if (!err.empty()) return;
+  s.data = std::move(d);
+  drop_future(s);
+}
+
+namespace {
+
+[[noreturn]] void raise_failed(const std::string& error) {
+  TORCH_CHECK(false,
+              "ember: this tensor has no value because the sync that computed "
+              "it failed: ",
+              error);
+}
+
+}  // namespace
+
 Value value_of(const at::Tensor& inner) {
   auto* impl = lazy_impl(inner);
   TORCH_INTERNAL_ASSERT(impl, "ember: expected an ember tensor");
   std::lock_guard<std::mutex> g(g_mu);
   auto& s = *impl->state();
   if (s.ir) return *s.ir;
-  TORCH_CHECK(s.error.empty(),
-              "ember: this tensor has no value because the sync that computed "
-              "it failed: ",
-              s.error);
+  settle_future(s);
+  if (s.future) s.future->rethrow_if_failed();  // a failed program's error, eager's type
+  if (s.future) {
+    // In flight: a leaf the queued program will fill (hashed like a data leaf).
+    auto n = std::make_shared<Node>();
+    n->kind = NodeKind::kFuture;
+    n->future = s.future;
+    n->outputs.push_back(s.future->meta);
+    n->output_is_view.push_back(false);
+    return Value{n, 0};
+  }
+  if (!s.error.empty()) raise_failed(s.error);
   TORCH_CHECK(s.data.defined(), "ember: tensor has neither data nor a pending value");
   auto n = std::make_shared<Node>();
   n->kind = NodeKind::kData;
@@ -205,22 +288,30 @@ Value value_of(const at::Tensor& inner) {
 at::Tensor materialize(const at::Tensor& inner) {
   auto* impl = lazy_impl(inner);
   TORCH_INTERNAL_ASSERT(impl, "ember: expected an ember tensor");
+  LazyState& s = *impl->state();
+  bool pending = false;
   {
     std::lock_guard<std::mutex> g(g_mu);
-    TORCH_CHECK(impl->state()->error.empty(),
-                "ember: this tensor has no value because the sync "
-                "that computed it failed: ",
-                impl->state()->error);
-    if (!impl->state()->ir) return impl->state()->data;
+    pending = s.ir.has_value();
   }
-  sync("value read");
+  if (pending) sync("value read");
+  FuturePtr f;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    TORCH_CHECK(!s.ir, "ember: sync did not materialize a live tensor");
+    settle_future(s);
+    if (!s.future) {
+      if (!s.error.empty()) raise_failed(s.error);
+      return s.data;
+    }
+    f = s.future;
+  }
+  // The value's program is queued or running: wait for it alone (its error, with
+  // eager's exception type, is raised here).
+  at::Tensor d = f->wait();
   std::lock_guard<std::mutex> g(g_mu);
-  TORCH_CHECK(impl->state()->error.empty(),
-              "ember: this tensor has no value because the sync "
-              "that computed it failed: ",
-              impl->state()->error);
-  TORCH_CHECK(!impl->state()->ir, "ember: sync did not materialize a live tensor");
-  return impl->state()->data;
+  if (s.future == f) settle_future(s);
+  return d;
 }
 
 // Rebinds `dst` (an inner tensor) to the current value of `src`.
@@ -237,6 +328,7 @@ void assign_state(const at::Tensor& dst, const at::Tensor& src) {
     d->state()->ir = s->state()->ir;
     d->state()->data = s->state()->data;
     d->state()->error = s->state()->error;
+    adopt_future(*d->state(), s->state()->future);
   }
   d->set_meta(s->meta());
 }

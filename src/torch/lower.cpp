@@ -144,21 +144,20 @@ struct Lowerer {
   // Inputs and scalars first, so parameter numbers follow the graph's order.
   std::string lower_inputs() {
     for (size_t i = 0; i < g.inputs.size(); ++i) {
-      const at::Tensor& t = g.inputs[i];
-      auto d = to_ir_dtype(t.scalar_type());
-      if (!d)
-        return std::string("input of dtype ") + c10::toString(t.scalar_type()) + " has no IR dtype";
+      const TensorMeta& t = g.input_metas[i];  // in-flight inputs have no tensor yet
+      auto d = to_ir_dtype(t.dtype);
+      if (!d) return std::string("input of dtype ") + c10::toString(t.dtype) + " has no IR dtype";
       std::vector<int64_t> order = dense_permutation(t);
       if (order.empty()) {
         slot_param[g.input_slots[i]] = new_param(
-            ember::Shape(*d, t.sizes().vec()), ParamSrc{ParamSrc::kInput, static_cast<int>(i), 0});
+            ember::Shape(*d, t.sizes), ParamSrc{ParamSrc::kInput, static_cast<int>(i), 0});
         continue;
       }
       // Borrowed in its stored order, read through a transpose (which simplify folds
       // into a dot-general's dimension numbers): no copy per run.
       std::vector<int64_t> stored(order.size()), perm(order.size());
       for (size_t j = 0; j < order.size(); ++j) {
-        stored[j] = t.size(order[j]);
+        stored[j] = t.sizes[order[j]];
         perm[order[j]] = static_cast<int64_t>(j);
       }
       ember::NodeId pid = new_param(ember::Shape(*d, stored),

@@ -11,6 +11,7 @@
 #include "capture.h"
 #include "donation.h"
 #include "dtype_map.h"
+#include "execution_queue.h"
 #include "graph_cache.h"
 #include "lower.h"
 #include "storage.h"
@@ -122,11 +123,49 @@ PYBIND11_MODULE(_C, m) {
     g_log_hook = [](const std::string& kind, const std::string& msg) {
       call_py(g_log_fn, kind, &msg);
     };
+    // Waits for queued programs release the GIL (the worker may need it for these hooks)
+    // and let Ctrl-C through: a KeyboardInterrupt cancels the running program and is
+    // raised at the wait (docs/architecture.md, "Execution model").
+    g_wait_hook = [](const std::function<void(const InterruptCheck&)>& body) {
+      if (!Py_IsInitialized()) {
+        body(InterruptCheck());
+        return;
+      }
+      std::optional<py::error_already_set> raised;
+      auto interrupted = [&raised]() -> bool {
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() == 0) return false;
+        raised.emplace();  // fetches the pending Python error (KeyboardInterrupt)
+        return true;
+      };
+      if (PyGILState_Check()) {
+        py::gil_scoped_release nogil;
+        body(interrupted);
+      } else {
+        body(interrupted);
+      }
+      if (raised) throw *raised;
+    };
   });
 
   m.def(
-      "sync", [](const std::string& reason) { sync(reason); }, py::arg("reason") = "ember.sync()",
+      "sync",
+      [](const std::string& reason, bool wait) {
+        if (wait) {
+          sync_and_wait(reason);
+        } else {
+          sync(reason);
+        }
+      },
+      py::arg("reason") = "ember.sync()", py::arg("wait") = false,
       py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "drain", [] { ExecutionQueue::get().drain(); }, py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "shutdown_queue", [] { ExecutionQueue::get().shutdown(); },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("queued_programs", [] { return ExecutionQueue::get().queued(); });
+  m.def("_pause_queue", [](bool p) { ExecutionQueue::get().set_paused(p); });
   m.def("pending_graph_text", &graph_debug_text, py::call_guard<py::gil_scoped_release>());
   m.def("pending_ops", &pending_op_count);
   m.def("cache_size", &cache_size);
@@ -207,6 +246,8 @@ PYBIND11_MODULE(_C, m) {
       c.log_recompiles = v.cast<bool>();
     else if (key == "donate_buffers")
       donate_buffers() = v.cast<bool>();
+    else if (key == "async_execution")
+      c.async_execution = v.cast<bool>();
     else if (key == "backend") {
       int b = parse_backend(v.cast<std::string>());
       if (b < 0)

@@ -1,7 +1,11 @@
-// Sync (docs/architecture.md, "Sync"): gathers the pending values of all live tensors,
-// builds their lazy graph (lazy_graph.h), finds or compiles its executable (graph
-// cache, graph_cache.h), runs it (lowered: lower.h; aten: aten_step.h) and binds the
-// results back to the tensor states. A failure binds what does not depend on it.
+// Sync (docs/architecture.md, "Sync" and "Execution model"): claims the pending values
+// of all live tensors (their states become in-flight futures), builds their lazy graph
+// (lazy_graph.h), finds or compiles its executable (graph_cache.h) and hands the run to
+// the execution queue (execution_queue.h), or runs it here when asynchronous execution
+// is off. The run (`execute`, on the queue's worker) resolves the futures; a failure
+// resolves the roots that depend on it with the error and computes the others.
+#include <ATen/Parallel.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +15,7 @@
 #include "bridge.h"
 #include "capture.h"
 #include "donation.h"
+#include "execution_queue.h"
 #include "graph_cache.h"
 #include "lazy_graph.h"
 #include "lower.h"
@@ -19,33 +24,42 @@ namespace ember_torch {
 namespace {
 
 std::atomic<bool> g_cap_warned{false};
-std::mutex g_sync_mu;                       // one sync at a time
+std::mutex g_sync_mu;                       // one sync at a time (gather, build, queue)
 std::atomic<int64_t> g_sync_generation{0};  // syncs that ran work; never reset
 
-void bind_results(const std::vector<std::pair<StatePtr, Value>>& roots,
-                  const std::vector<at::Tensor>& outputs, const std::vector<bool>& failed,
-                  const std::string& error, bool only_failed = false) {
-  std::vector<std::optional<Value>> released;
-  std::lock_guard<std::mutex> lk(state_mutex());
-  for (size_t i = 0; i < roots.size(); ++i) {
-    if (only_failed && !failed[i]) continue;  // left pending for a later run
-    auto& s = *roots[i].first;
-    if (s.ir && *s.ir == roots[i].second) {
-      released.push_back(std::move(s.ir));
-      s.ir.reset();
-      if (failed[i]) {
-        s.error = error;
-      } else {
-        s.data = outputs[i];
-      }
-    }
+using Roots = std::vector<std::pair<StatePtr, Value>>;
+using Futures = std::vector<FuturePtr>;
+
+// ---------------------------------------------------------------- unreported errors
+// A queued program's error is raised once: by the first read of an affected tensor or,
+// when nothing reads one, by the next sync (docs/architecture.md, "Execution model").
+struct JobError {
+  std::exception_ptr error;
+  std::shared_ptr<std::atomic<bool>> reported;
+};
+std::mutex g_err_mu;
+std::vector<JobError> g_unreported;
+
+void note_error(std::exception_ptr e, const std::shared_ptr<std::atomic<bool>>& reported) {
+  std::lock_guard<std::mutex> l(g_err_mu);
+  g_unreported.push_back(JobError{std::move(e), reported});
+}
+
+// The first error of a finished program that nothing has raised yet (marked raised).
+std::exception_ptr take_unreported() {
+  std::lock_guard<std::mutex> l(g_err_mu);
+  std::exception_ptr first;
+  for (auto& je : g_unreported) {
+    if (!first && !je.reported->exchange(true)) first = je.error;
   }
+  g_unreported.clear();
+  return first;
 }
 
 // EMBER_LOG=sync: one line per sync with where its fixed cost went (microseconds):
 // gathering the pending roots, building + hashing the lazy graph, the cache lookup,
-// the run (argument buffers, the executable, binding outputs as tensors) and binding
-// the tensor states. Read once; a disabled topic costs one branch per sync.
+// the wait in the queue, the run (argument buffers, the executable, binding outputs as
+// tensors) and resolving the futures.
 bool log_sync() {
   static const bool on = ember::LogEnabled("sync");
   return on;
@@ -54,119 +68,239 @@ using SteadyClock = std::chrono::steady_clock;
 double us_since(SteadyClock::time_point t) {
   return std::chrono::duration<double, std::micro>(SteadyClock::now() - t).count();
 }
-thread_local double t_gather_us = 0;  // set by sync() for the line sync_roots prints
 
-void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth,
-                SyncCapture* capture = nullptr);
+// One program to run: the compiled graph, its lazy graph (in-flight inputs resolved when
+// it starts) and the futures of its roots.
+struct Job {
+  uint64_t id = 0;
+  std::shared_ptr<const CompiledGraph> entry;
+  LazyGraph g;
+  Roots roots;
+  Futures futures;
+  int num_threads = 1;  // the syncing thread's intra-op threads: the job runs with them
+  bool hit = false;
+  double gather_us = 0, build_us = 0, lookup_us = 0;
+  SteadyClock::time_point queued_at;
+};
 
-// Runs a lowered program. On a failure: binds the roots that depend on the failing node
-// to the error, computes the others again without it, and throws the first error.
-std::vector<at::Tensor> run_lowered_roots(const LoweredProgram& program, const LazyGraph& g,
-                                          const std::vector<std::pair<StatePtr, Value>>& roots,
-                                          int depth, SteadyClock::time_point t0) {
-  LoweredRun r =
-      run_lowered(program, g, donate_buffers().load() ? donatable_inputs(g) : std::vector<bool>());
-  if (!r.error) return std::move(r.outputs);
-  std::exception_ptr first_error = r.error;
-  // Roots that do not depend on the failing node are computed again without it.
-  const Node* bad = r.failed_op >= 0 ? g.ops[r.failed_op] : nullptr;
-  std::vector<bool> failed(roots.size(), false);
-  std::vector<std::pair<StatePtr, Value>> rest;
-  for (size_t i = 0; i < roots.size(); ++i) {
-    if (r.root_failed.size() == roots.size())
-      failed[i] = r.root_failed[i];
-    else
-      failed[i] = !bad || depends_on(roots[i].second, bad);
-    if (!failed[i]) rest.push_back(roots[i]);
-  }
-  std::vector<at::Tensor> outputs(roots.size());
-  bind_results(roots, outputs, failed, error_text(first_error), /*only_failed=*/true);
-  double dt = std::chrono::duration<double>(SteadyClock::now() - t0).count();
-  {
-    std::lock_guard<std::mutex> mg(metrics().mu);
-    metrics().execute_seconds += dt;
-  }
-  if (!rest.empty() && depth < 8) {
-    try {
-      sync_roots(rest, depth + 1);
-    } catch (...) {
-      // Reported already through the failed tensors' errors; the first error wins.
+void resolve(const Futures& futures, const std::vector<bool>& failed,
+             const std::vector<at::Tensor>& outputs, const std::exception_ptr& error,
+             const std::shared_ptr<std::atomic<bool>>& reported) {
+  const std::string text = error ? error_text(error) : std::string();
+  for (size_t i = 0; i < futures.size(); ++i) {
+    if (failed[i]) {
+      futures[i]->fail(error, text, reported);
+    } else {
+      futures[i]->resolve(outputs[i]);
     }
   }
-  std::rethrow_exception(first_error);
 }
 
-// Compiles (or finds) and runs the graph of `roots`, binding results. Throws the first
-// error after binding every result that does not depend on it.
-void sync_roots(const std::vector<std::pair<StatePtr, Value>>& roots, int depth,
-                SyncCapture* capture) {
-  const bool timed = log_sync();
-  auto tb = SteadyClock::now();
+std::exception_ptr execute(const CompiledGraph& entry, LazyGraph& g, const Roots& roots,
+                           const Futures& futures, int depth, Job* timing,
+                           const std::shared_ptr<std::atomic<bool>>& reported);
+
+// Runs `roots` (a subset of a failed program's roots) as a program of their own: built,
+// found or compiled here (the worker), resolving their futures. Errors are reported
+// through the futures; the first error of the whole program is the caller's.
+void rerun(const Roots& roots, const Futures& futures, int depth) {
+  if (roots.empty()) return;
+  if (depth >= 8) {
+    auto e = std::make_exception_ptr(
+        c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                   "ember: internal error: too many failures recomputing a program"));
+    resolve(futures, std::vector<bool>(futures.size(), true), {}, e,
+            std::make_shared<std::atomic<bool>>(false));
+    return;
+  }
   LazyGraph g;
   build_lazy_graph(roots, g);
-  const double build_us = timed ? us_since(tb) : 0;
-  tb = SteadyClock::now();
   bool hit = false;
-  std::shared_ptr<const CompiledGraph> entry = find_or_compile(g, config().backend.load(), &hit);
-  if (depth == 0) {
-    std::lock_guard<std::mutex> mg(metrics().mu);
-    metrics().syncs++;
+  std::shared_ptr<const CompiledGraph> entry;
+  try {
+    entry = find_or_compile(g, config().backend.load(), &hit);
+  } catch (...) {
+    resolve(futures, std::vector<bool>(futures.size(), true), {}, std::current_exception(),
+            std::make_shared<std::atomic<bool>>(true));  // the first error is reported
+    return;
   }
-  set_last_graph(entry->stats);
-  const double lookup_us = timed ? us_since(tb) : 0;
-  if (timed) g_run_timing = RunTiming{};
+  // The first error of the whole program is reported through the caller's flag.
+  execute(*entry, g, roots, futures, depth, nullptr, std::make_shared<std::atomic<bool>>(true));
+}
 
-  auto t0 = SteadyClock::now();
+// Splits a failed program's roots: those that `failed_root(i)` gets the error, the rest
+// are computed again without the failing part.
+template <typename F>
+void fail_and_rerun(const Roots& roots, const Futures& futures, const std::exception_ptr& error,
+                    const std::shared_ptr<std::atomic<bool>>& reported, int depth, F failed_root) {
+  Roots rest;
+  Futures rest_f;
+  const std::string text = error_text(error);
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (failed_root(i)) {
+      futures[i]->fail(error, text, reported);
+    } else {
+      rest.push_back(roots[i]);
+      rest_f.push_back(futures[i]);
+    }
+  }
+  rerun(rest, rest_f, depth + 1);
+}
+
+// Runs the compiled program of `g` and resolves `futures` (one per root). Returns the
+// first error (already recorded in the futures of the roots it affects), or null.
+std::exception_ptr execute(const CompiledGraph& entry, LazyGraph& g, const Roots& roots,
+                           const Futures& futures, int depth, Job* timing,
+                           const std::shared_ptr<std::atomic<bool>>& reported) {
+  // In-flight inputs: their programs ran before this one (FIFO).
+  std::exception_ptr in_error;
+  if (resolve_inputs(g, &in_error) >= 0) {
+    std::vector<const FutureData*> bad;
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      const FuturePtr& f = g.input_futures[i];
+      if (!f) continue;
+      std::string err;
+      f->peek(&err);
+      if (!err.empty()) bad.push_back(f.get());
+    }
+    fail_and_rerun(roots, futures, in_error, reported, depth, [&](size_t i) {
+      for (const FutureData* f : bad) {
+        if (depends_on_future(roots[i].second, f)) return true;
+      }
+      return false;
+    });
+    return in_error;
+  }
+  const bool timed = timing && log_sync();
+  auto tr = SteadyClock::now();
+  if (timed) g_run_timing = RunTiming{};
+  LoweredRun lowered;
   std::vector<at::Tensor> outputs;
   std::vector<bool> failed(roots.size(), false);
   std::exception_ptr first_error;
-  if (entry->lowered) {
-    outputs = run_lowered_roots(*entry->lowered, g, roots, depth, t0);
+  if (entry.lowered) {
+    lowered = run_lowered(*entry.lowered, g,
+                          donate_buffers().load() ? donatable_inputs(g) : std::vector<bool>());
   } else {
-    run_aten(*entry->aten, g, outputs, failed, first_error);
+    run_aten(*entry.aten, g, outputs, failed, first_error);
   }
-  double dt = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+  const double run_us = us_since(tr);
   {
     std::lock_guard<std::mutex> mg(metrics().mu);
-    metrics().execute_seconds += dt;
+    metrics().execute_seconds += run_us * 1e-6;
   }
-  tb = SteadyClock::now();
-  bind_results(roots, outputs, failed, first_error ? error_text(first_error) : std::string());
+  if (entry.lowered && lowered.error) {
+    // Roots that do not depend on the failing node are computed again without it.
+    const Node* bad = lowered.failed_op >= 0 ? g.ops[lowered.failed_op] : nullptr;
+    fail_and_rerun(roots, futures, lowered.error, reported, depth, [&](size_t i) {
+      if (lowered.root_failed.size() == roots.size())
+        return static_cast<bool>(lowered.root_failed[i]);
+      return !bad || depends_on(roots[i].second, bad);
+    });
+    return lowered.error;
+  }
+  if (entry.lowered) outputs = std::move(lowered.outputs);
+  auto tb = SteadyClock::now();
+  resolve(futures, failed, outputs, first_error, reported);
   if (timed) {
-    char line[320];
+    char line[360];
     std::snprintf(line, sizeof(line),
-                  "roots=%zu ops=%zu inputs=%zu %s gather=%.1f build=%.1f lookup=%.1f run=%.1f "
-                  "(args=%.1f exec=%.1f outputs=%.1f) bind=%.1f us",
-                  roots.size(), g.ops.size(), g.inputs.size(), hit ? "hit" : "miss", t_gather_us,
-                  build_us, lookup_us, dt * 1e6, g_run_timing.args_us, g_run_timing.exec_us,
-                  g_run_timing.outputs_us, us_since(tb));
+                  "roots=%zu ops=%zu inputs=%zu %s gather=%.1f build=%.1f lookup=%.1f "
+                  "queued=%.1f run=%.1f (args=%.1f exec=%.1f outputs=%.1f) bind=%.1f us",
+                  roots.size(), g.ops.size(), g.inputs.size(), timing->hit ? "hit" : "miss",
+                  timing->gather_us, timing->build_us, timing->lookup_us,
+                  std::chrono::duration<double, std::micro>(tr - timing->queued_at).count(), run_us,
+                  g_run_timing.args_us, g_run_timing.exec_us, g_run_timing.outputs_us,
+                  us_since(tb));
     ember::LogLine("sync", line);
   }
-  if (first_error) std::rethrow_exception(first_error);
-  if (capture && entry->lowered) {
-    capture->program = entry->lowered;
-    capture->stats = entry->stats;
-    capture->roots = roots;
-    capture->graph = std::move(g);
+  return first_error;
+}
+
+// Runs a job on the calling thread (the worker, or the syncing thread without
+// asynchronous execution); returns its first error, whose `reported` flag the futures
+// it failed share.
+std::exception_ptr run_job(Job& job, const std::shared_ptr<std::atomic<bool>>& reported) {
+  if (at::get_num_threads() != job.num_threads) at::set_num_threads(job.num_threads);
+  return execute(*job.entry, job.g, job.roots, job.futures, 0, &job, reported);
+}
+
+// The sync proper; with `capture` (torch.compile's first call) the program runs here and
+// the capture receives it; `wait`: then waits until every queued program has run.
+void sync_impl(const std::string& reason, SyncCapture* capture, bool wait) {
+  // An earlier program's error nothing has raised yet: raised here, before anything new
+  // is claimed (the pending states stay pending).
+  if (std::exception_ptr e = take_unreported()) std::rethrow_exception(e);
+  ExecutionQueue& queue = ExecutionQueue::get();
+  const bool inline_run = capture || !config().async_execution.load();
+  std::exception_ptr inline_error;
+  {
+    std::lock_guard<std::mutex> sync_lock(g_sync_mu);
+    auto job = std::make_shared<Job>();
+    const bool timed = log_sync();
+    auto t0 = SteadyClock::now();
+    job->roots = claim_pending_states(&job->futures);
+    job->gather_us = timed ? us_since(t0) : 0;
+    add_pending_ops(-1);
+    if (!job->roots.empty()) {
+      g_sync_generation.fetch_add(1);
+      try {
+        t0 = SteadyClock::now();
+        build_lazy_graph(job->roots, job->g);
+        job->build_us = timed ? us_since(t0) : 0;
+        t0 = SteadyClock::now();
+        job->entry = find_or_compile(job->g, config().backend.load(), &job->hit);
+        job->lookup_us = timed ? us_since(t0) : 0;
+      } catch (...) {
+        unclaim_states(job->roots, job->futures);
+        throw;
+      }
+      {
+        std::lock_guard<std::mutex> mg(metrics().mu);
+        metrics().syncs++;
+      }
+      set_last_graph(job->entry->stats);
+      job->id = queue.next_id();
+      for (const FuturePtr& f : job->futures) f->job = job->id;
+      job->num_threads = at::get_num_threads();
+      job->queued_at = SteadyClock::now();
+      if (inline_run) {
+        // Earlier queued programs produce this one's in-flight inputs: they finish first.
+        queue.wait_for(job->id - 1);
+        inline_error = run_job(*job, std::make_shared<std::atomic<bool>>(true));
+        queue.mark_done(job->id);
+        if (!inline_error && capture && job->entry->lowered) {
+          capture->program = job->entry->lowered;
+          capture->stats = job->entry->stats;
+          capture->roots = job->roots;
+          capture->graph = std::move(job->g);
+        }
+      } else {
+        queue.enqueue(job->id, [job] {
+          auto reported = std::make_shared<std::atomic<bool>>(false);
+          if (std::exception_ptr e = run_job(*job, reported)) note_error(e, reported);
+        });
+      }
+    }
+  }
+  if (inline_error) std::rethrow_exception(inline_error);  // its futures' flag says raised
+  if (wait) {
+    queue.drain();
+    if (std::exception_ptr e = take_unreported()) std::rethrow_exception(e);
   }
 }
 
 }  // namespace
 
 void sync_and_capture(const std::string& reason, SyncCapture* capture) {
-  std::lock_guard<std::mutex> sync_lock(g_sync_mu);
-  auto tg = SteadyClock::now();
-  auto roots = pending_states();
-  if (log_sync()) t_gather_us = us_since(tg);
-  add_pending_ops(-1);
-  if (roots.empty()) return;
-  g_sync_generation.fetch_add(1);
-  sync_roots(roots, 0, capture);
+  sync_impl(reason, capture, /*wait=*/false);
 }
 
 std::mutex& sync_mutex() { return g_sync_mu; }
 
-void sync(const std::string& reason) { sync_and_capture(reason, nullptr); }
+void sync(const std::string& reason) { sync_impl(reason, nullptr, /*wait=*/false); }
+
+void sync_and_wait(const std::string& reason) { sync_impl(reason, nullptr, /*wait=*/true); }
 
 void maybe_sync_early() {
   int64_t cap = config().max_pending_ops.load();

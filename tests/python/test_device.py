@@ -231,7 +231,8 @@ def test_data_dependent_error_at_sync_names_op():
         y.cpu()
     close(z, x.cpu() * 2)
     close(x + 0, x.cpu())
-    with pytest.raises(RuntimeError, match="failed"):
+    # every later read raises the same error, with eager's exception type
+    with pytest.raises(IndexError, match="index_select.*test_device.py"):
         y.cpu()
 
 

@@ -1,0 +1,242 @@
+"""Asynchronous execution (docs/architecture.md, "Execution model"): a sync queues its
+program and returns; reads wait for the program producing their value. Oracles: the
+same steps with ember.config.async_execution off (same bits) and eager CPU."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ember
+from conftest import DEV, close
+
+
+@pytest.fixture
+def async_mode():
+    old = ember.config.async_execution
+    yield
+    ember.sync()
+    ember.config.async_execution = old
+
+
+def _mlp_steps(steps, async_on, read_every=None):
+    ember.config.async_execution = async_on
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.Linear(32, 5)).to(DEV)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 12, generator=g).to(DEV), torch.randint(0, 5, (8,), generator=g).to(DEV)
+    losses = []
+    for i in range(steps):
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if read_every and i % read_every == 0:
+            losses.append(loss.item())  # a value read mid-loop: waits for that step only
+    ember.sync()
+    return losses, [p.detach().cpu() for p in m.parameters()]
+
+
+def test_async_steps_give_the_bits_of_synchronous_steps(async_mode):
+    a_losses, a_params = _mlp_steps(6, True, read_every=2)
+    s_losses, s_params = _mlp_steps(6, False, read_every=2)
+    assert a_losses == s_losses
+    for a, s in zip(a_params, s_params):
+        assert torch.equal(a, s)
+
+
+def test_optimizer_step_queues_and_returns(async_mode):
+    ember.config.async_execution = True
+    ember._C._pause_queue(True)  # the worker starts nothing: the step stays queued
+    try:
+        m = nn.Linear(4, 3).to(DEV)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        m(torch.randn(2, 4).to(DEV)).sum().backward()
+        opt.step()  # returns although its program has not run
+        assert ember._C.queued_programs() >= 1
+        assert not ember._C.is_pending(m.weight)  # in flight, not pending
+        w = m.weight * 2  # traced on the in-flight value: no wait
+    finally:
+        ember._C._pause_queue(False)
+    close(w, m.weight.detach().cpu() * 2)
+    assert ember._C.queued_programs() == 0
+
+
+def test_error_in_a_queued_program_names_the_line_and_spares_the_rest(async_mode):
+    ember.config.async_execution = True
+    x = torch.randn(5, 3).to(DEV)
+    idx = torch.tensor([0, 9]).to(DEV)
+    ember.sync()
+    ok = x.exp()
+    bad = x.index_select(0, idx)  # the failing line
+    line = sys._getframe().f_lineno - 1
+    ember.sync(wait=False)  # queued; the error is raised later
+    with pytest.raises(IndexError, match=rf"index_select.*test_async_execution\.py:{line}"):
+        bad.cpu()
+    close(ok, x.cpu().exp())
+    with pytest.raises(IndexError, match="index_select"):  # every read raises it again
+        bad.sum().cpu()
+
+
+def test_error_nobody_reads_surfaces_at_the_next_sync_once(async_mode):
+    ember.config.async_execution = True
+    x = torch.randn(5, 3).to(DEV)
+    idx = torch.tensor([7]).to(DEV)
+    ember.sync()
+    bad = x.index_select(0, idx)
+    ember.sync(wait=False)
+    ember._C.drain()
+    del bad  # nothing will read it
+    with pytest.raises(IndexError, match="index_select"):
+        ember.sync()
+    ember.sync()  # raised once
+
+
+def test_tensor_traced_during_a_queued_program_never_recomputes_it(async_mode):
+    """The forced interleaving of test_two_python_threads_train_concurrently: thread B
+    traces ops on thread A's tensors while A's program waits in the queue. B gets
+    in-flight leaves, never A's pending nodes, so even with donation on, B's values are
+    computed from A's results (never from a buffer A's program overwrote)."""
+    ember.config.async_execution = True
+    old_donate = ember.config.donate_buffers
+    ember.config.donate_buffers = True
+    try:
+        for it in range(5):  # a fixed count, every iteration the same interleaving
+            torch.manual_seed(it)
+            p = torch.randn(64).to(DEV)
+            ember.sync()
+            ref = p.cpu()
+            ember._C._pause_queue(True)
+            p.mul_(2).add_(1)  # p's old buffer: only the graph refers to it (donatable)
+            ember.sync(wait=False)  # A's program: queued, not run
+            seen = {}
+
+            def trace_b():
+                seen["q"] = p * 3  # B, while A's program is queued
+
+            t = threading.Thread(target=trace_b)
+            t.start()
+            t.join()
+            ember._C._pause_queue(False)
+            close(p, ref * 2 + 1)
+            close(seen["q"], (ref * 2 + 1) * 3)
+    finally:
+        ember._C._pause_queue(False)
+        ember.config.donate_buffers = old_donate
+
+
+def test_two_threads_train_while_programs_run(async_mode):
+    ember.config.async_execution = True
+    results = {}
+
+    def train(k):
+        torch.manual_seed(k)
+        m = nn.Linear(6, 2).to(DEV)
+        opt = torch.optim.SGD(m.parameters(), lr=0.05)
+        x = torch.randn(4, 6).to(DEV)
+        for _ in range(10):
+            m(x).square().sum().backward()
+            opt.step()
+            opt.zero_grad()
+        results[k] = m.weight.detach().cpu()
+
+    threads = [threading.Thread(target=train, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for k in (0, 1):
+        torch.manual_seed(k)
+        m = nn.Linear(6, 2)
+        opt = torch.optim.SGD(m.parameters(), lr=0.05)
+        x = torch.randn(4, 6)
+        for _ in range(10):
+            m(x).square().sum().backward()
+            opt.step()
+            opt.zero_grad()
+        close(results[k], m.weight.detach(), rtol=1e-5, atol=1e-6)
+
+
+def _run_child(code, timeout=120, **kw):
+    env = dict(os.environ)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
+
+
+def test_exit_with_programs_queued_drains_and_saves(tmp_path):
+    path = tmp_path / "t.pt"
+    code = f"""
+        import torch, ember
+        ember.config.async_execution = True
+        x = torch.randn(256, 256).to("ember")
+        for _ in range(20):
+            x = torch.tanh(x @ x.t() / 256)
+        ember.sync(wait=False)
+        torch.save(x, {str(path)!r})  # waits for x's program
+        y = x * 2
+        ember.sync(wait=False)  # still queued when the interpreter exits
+        print("done")
+    """
+    t0 = time.monotonic()
+    r = _run_child(code)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "done" in r.stdout
+    assert time.monotonic() - t0 < 60
+    torch.load(path, map_location="cpu", weights_only=False)
+
+
+def test_keyboard_interrupt_abandons_the_step_and_the_next_one_runs():
+    code = """
+        import signal, threading, time, os, torch, ember
+        ember.config.async_execution = True
+        w = torch.randn(64, 64).to("ember")
+        ember.sync()
+        x = w
+        for _ in range(3000):  # one long program of many steps
+            x = torch.sin(x @ w) + 1
+        ember.sync(wait=False)
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        t0 = time.monotonic()
+        try:
+            x.sum().item()
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted after %.1f s" % (time.monotonic() - t0))
+        y = (w * 2).sum().item()  # the next step runs
+        print("next", abs(y - (w.cpu() * 2).sum().item()) < 1e-3)
+        print("w intact", torch.isfinite(w.cpu()).all().item())
+    """
+    r = _run_child(code, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert "interrupted after" in out or "not interrupted" in out, out
+    assert "next True" in out, out
+    assert "w intact True" in out, out
+
+
+def test_async_off_runs_each_program_inside_its_sync(async_mode):
+    ember.config.async_execution = False
+    ember._C._pause_queue(True)  # nothing may go through the queue
+    try:
+        x = torch.randn(3, 3).to(DEV)
+        y = (x + 1).sum()
+        ember.sync(wait=False)
+        assert ember._C.queued_programs() == 0
+        close(y, (x.cpu() + 1).sum())
+    finally:
+        ember._C._pause_queue(False)
