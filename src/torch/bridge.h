@@ -162,8 +162,8 @@ struct LazyState {
   at::Tensor data;          // device data
   // In flight: the value a queued program will produce (set by the sync that queued
   // it, replaced by `data` on first use after it resolved). Guarded by state_mutex();
-  // set and cleared only through adopt_future / drop_future (they count the states
-  // holding a future, which donation reads).
+  // set and cleared only through adopt_future / drop_future. A view op traced on an
+  // in-flight tensor gives a state holding a view future (execution_queue.h).
   FuturePtr future;
   bool is_view = false;  // produced by an inner view op (must not be mutated)
   std::string error;     // set when the sync that should have computed it failed
@@ -178,9 +178,9 @@ std::mutex& state_mutex();
 StatePtr new_state();
 std::vector<std::pair<StatePtr, Value>> pending_states();  // creation order
 // Gathers the pending states (as pending_states) and, under the same lock, makes each an
-// in-flight state holding a new future (one per state, pushed to *futures in the same
-// order): from then on no thread can reach their pending nodes through a state
-// (docs/architecture.md, "Execution model").
+// in-flight state holding a new future (pushed to *futures in the same order; states
+// holding one value share one future): from then on no thread can reach their pending nodes through
+// a state (docs/architecture.md, "Execution model").
 std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FuturePtr>* futures);
 // Makes the claimed states pending again (a sync failed before queueing its job).
 void unclaim_states(const std::vector<std::pair<StatePtr, Value>>& roots,
@@ -222,6 +222,8 @@ LazyTensorImpl* lazy_impl(const at::Tensor& t);  // nullptr if not an inner lazy
 // normal tensor even inside torch.inference_mode(), as in eager.
 at::Tensor make_lazy(const TensorMeta& meta, Value v, bool view_of_normal = false);
 at::Tensor make_lazy_data(at::Tensor data, bool view_of_normal = false);
+// An in-flight tensor: its state holds `f` (a view future, from an eager view op).
+at::Tensor make_lazy_future(FuturePtr f, bool view_of_normal = false);
 // Wraps in a FunctionalTensorWrapper unless the caller is the functionalization layer.
 at::Tensor maybe_wrap(at::Tensor t);
 at::Tensor unwrap(const at::Tensor& t);  // inner tensor (syncs functional updates)

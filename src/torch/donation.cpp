@@ -18,8 +18,17 @@ std::vector<bool> donatable_inputs(const LazyGraph& g) {
     const at::Tensor& t = g.inputs[i];
     if (g.input_nodes[i] <= 0 || !t.defined() || !t.has_storage() || !is_device_buffer(t)) continue;
     // References: g.inputs[i] plus the leaf nodes' data; nothing else (no live state,
-    // view, data_of() result or autograd save) may hold the tensor or its storage.
-    d[i] = t.use_count() == 1 + g.input_nodes[i] && t.storage().use_count() == 1;
+    // view, data_of() result or autograd save) may hold the tensor or its storage. An
+    // in-flight input's data is held by g.inputs[i] and its future; the future by
+    // g.input_futures[i] and this graph's leaves only (no state, view future or leaf of
+    // a graph traced since may read the value later).
+    const FuturePtr& f = g.input_futures[i];
+    if (f) {
+      d[i] = f.use_count() == 1 + g.input_nodes[i] && t.use_count() == 2 &&
+             t.storage().use_count() == 1;
+    } else {
+      d[i] = t.use_count() == 1 + g.input_nodes[i] && t.storage().use_count() == 1;
+    }
     if (log) {
       ember::LogLine("donation",
                      c10::str("input ", i, " ", t.sizes(), ": ", d[i] ? "donatable" : "kept",

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "execution_queue.h"
 #include "meta.h"
 #include "op_schema.h"
 
@@ -196,6 +197,8 @@ bool try_eager_view(const c10::OperatorHandle& op, const std::vector<c10::IValue
   }
   torch::jit::Stack cpu;
   bool ok = true;
+  int tensors = 0;
+  FuturePtr in_flight;  // the operand's future when its program has not finished
   for (const auto& a : args) {
     if (a.isDevice()) {
       cpu.emplace_back(c10::Device(at::kCPU));
@@ -204,9 +207,14 @@ bool try_eager_view(const c10::OperatorHandle& op, const std::vector<c10::IValue
     cpu.push_back(convert_tensors(a, [&](const at::Tensor& t) -> at::Tensor {
       auto* impl = lazy_impl(t);
       if (!impl) return t;
+      ++tensors;
       std::lock_guard<std::mutex> g(state_mutex());
       auto& st = *impl->state();
       settle_future(st);  // a resolved program's value is device data now
+      if (st.future && !st.future->error()) {
+        in_flight = st.future;
+        return t;
+      }
       if (st.ir || st.future || !st.data.defined()) {
         ok = false;
         return t;
@@ -214,6 +222,33 @@ bool try_eager_view(const c10::OperatorHandle& op, const std::vector<c10::IValue
       return st.data;
     }));
     if (!ok) return false;
+  }
+  if (in_flight) {
+    // A view of an in-flight value: a view future with the layout the Meta kernel gave
+    // (eager's view of the data once it exists), never a traced node, so the next graph
+    // is the same whether the base's program has finished or not.
+    if (tensors != 1) return false;
+    const bool normal = view_base_is_normal(args);
+    size_t oi = 0;
+    auto wrap = [&]() {
+      at::Tensor t =
+          make_lazy_future(std::make_shared<FutureData>(meta.outputs[oi++], in_flight), normal);
+      lazy_impl(t)->state()->is_view = true;
+      return maybe_wrap(t);
+    };
+    for (size_t r = 0; r < meta.ret_shape.size(); ++r) {
+      int shape = meta.ret_shape[r];
+      if (shape == -1) {
+        stack->emplace_back(wrap());
+      } else if (shape == -2) {
+        stack->emplace_back(at::Tensor());
+      } else {
+        c10::List<at::Tensor> l;
+        for (int j = 0; j < shape; ++j) l.push_back(wrap());
+        stack->emplace_back(std::move(l));
+      }
+    }
+    return true;
   }
   op.callBoxed(&cpu);
   std::vector<at::Tensor> results;

@@ -47,6 +47,7 @@ void blocking_wait(std::mutex& mu, std::condition_variable& cv, Pred pred) {
 void FutureData::resolve(at::Tensor data) {
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (ready_) return;  // a future shared by several roots of one program
     data_ = std::move(data);
     ready_ = true;
   }
@@ -57,6 +58,7 @@ void FutureData::fail(std::exception_ptr error, std::string text,
                       std::shared_ptr<std::atomic<bool>> reported) {
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (ready_) return;
     error_ = std::move(error);
     error_text_ = std::move(text);
     reported_ = std::move(reported);
@@ -65,12 +67,23 @@ void FutureData::fail(std::exception_ptr error, std::string text,
   cv_.notify_all();
 }
 
+at::Tensor FutureData::view_of(const at::Tensor& b) const {
+  if (!b.defined()) return b;
+  const TensorMeta& bm = base_->meta;
+  TORCH_INTERNAL_ASSERT(
+      b.sizes() == at::IntArrayRef(bm.sizes) && b.strides() == at::IntArrayRef(bm.strides),
+      "ember: a program's result is not laid out as its tensor");
+  return b.as_strided(meta.sizes, meta.strides, b.storage_offset() + (meta.offset - bm.offset));
+}
+
 bool FutureData::ready() const {
+  if (base_) return base_->ready();
   std::lock_guard<std::mutex> lk(mu_);
   return ready_;
 }
 
 at::Tensor FutureData::wait() {
+  if (base_) return view_of(base_->wait());
   blocking_wait(mu_, cv_, [&] { return ready_; });
   std::lock_guard<std::mutex> lk(mu_);
   if (!ready_) {  // interrupted: the hook raised already; reached without a hook only
@@ -84,6 +97,7 @@ at::Tensor FutureData::wait() {
 }
 
 void FutureData::rethrow_if_failed() const {
+  if (base_) return base_->rethrow_if_failed();
   std::exception_ptr e;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -94,11 +108,13 @@ void FutureData::rethrow_if_failed() const {
 }
 
 std::exception_ptr FutureData::error() const {
+  if (base_) return base_->error();
   std::lock_guard<std::mutex> lk(mu_);
   return ready_ ? error_ : nullptr;
 }
 
 at::Tensor FutureData::peek(std::string* error) const {
+  if (base_) return view_of(base_->peek(error));
   std::lock_guard<std::mutex> lk(mu_);
   if (!ready_) return at::Tensor();
   if (error_ && error) *error = error_text_;

@@ -26,16 +26,26 @@
 namespace ember_torch {
 
 // The device value (one root of one job) a queued program will produce.
+//
+// A *view future* is the value of a view op traced on an in-flight tensor: it has no
+// job of its own and is ready when its base is; its data aliases the base's bytes with
+// `meta`'s sizes, strides and offset (the view eager would return on the base's data).
+// So a view of an in-flight tensor is a leaf exactly like the same view of device data
+// (same graph structure and hash whether or not the base's program has finished).
+//
+// Donation (donation.cpp) reads the future's use_count: every state, leaf node and view
+// future that may still read the value holds a FuturePtr.
 struct FutureData {
   explicit FutureData(TensorMeta m) : meta(std::move(m)) {}
+  // A view future of `base` with the view's layout `m` (offset in the base's storage).
+  FutureData(TensorMeta m, std::shared_ptr<FutureData> base)
+      : meta(std::move(m)), base_(std::move(base)) {}
 
   const TensorMeta meta;  // eager's layout of the result (known when the job is made)
-  uint64_t job = 0;       // the producing job (set before it is queued)
-  // LazyStates holding this future (adopt_future / drop_future, under state_mutex()):
-  // the value is donatable to a later program only while no state holds it.
-  int state_refs = 0;
+  uint64_t job = 0;       // the producing job (set before it is queued); 0 for a view
 
-  // Sets the value (device data laid out as `meta`) and wakes the waiters.
+  // Sets the value (device data laid out as `meta`) and wakes the waiters. The first
+  // resolve or fail wins (states sharing one value share its future).
   void resolve(at::Tensor data);
   // Sets the error (eager's exception, with its message text) and wakes the waiters.
   // `reported` is shared by every future one program's error failed: the first read
@@ -65,6 +75,8 @@ struct FutureData {
   std::exception_ptr error_;
   std::string error_text_;
   std::shared_ptr<std::atomic<bool>> reported_;
+  const std::shared_ptr<FutureData> base_;  // a view future's base; null otherwise
+  at::Tensor view_of(const at::Tensor& base_data) const;
   friend class ExecutionQueue;
 };
 using FuturePtr = std::shared_ptr<FutureData>;

@@ -4,6 +4,8 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <map>
+
 #include "bridge.h"
 #include "execution_queue.h"
 #include "storage.h"
@@ -71,13 +73,11 @@ std::vector<std::pair<StatePtr, Value>> pending_states() {
 void adopt_future(LazyState& s, FuturePtr f) {
   if (s.future == f) return;
   drop_future(s);
-  if (f) ++f->state_refs;
   s.future = std::move(f);
 }
 
 void drop_future(LazyState& s) {
   if (!s.future) return;
-  --s.future->state_refs;
   s.future.reset();
 }
 
@@ -85,6 +85,7 @@ std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FutureP
   std::vector<std::pair<StatePtr, Value>> out;
   std::vector<StatePtr> dropped;
   std::vector<std::optional<Value>> released;
+  std::map<std::pair<const Node*, int>, FuturePtr> by_value;
   {
     std::lock_guard<std::mutex> g(g_mu);
     for (auto& kv : g_live) {
@@ -92,7 +93,11 @@ std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FutureP
       if (!s) continue;
       if (s->ir) {
         const Value& v = *s->ir;
-        auto f = std::make_shared<FutureData>(v.node->outputs.at(v.index));
+        // States holding one value share its future: the next graph sees one input
+        // whether the value is still in flight or already resolved (one structure).
+        FuturePtr& shared = by_value[{v.node.get(), v.index}];
+        if (!shared) shared = std::make_shared<FutureData>(v.node->outputs.at(v.index));
+        FuturePtr f = shared;
         out.emplace_back(s, v);
         futures->push_back(f);
         adopt_future(*s, std::move(f));
@@ -215,6 +220,16 @@ at::Tensor make_lazy_data(at::Tensor data, bool view_of_normal) {
   auto s = new_state();
   TensorMeta m = meta_of(data);
   s->data = std::move(data);
+  return new_inner(m, std::move(s), view_of_normal);
+}
+
+at::Tensor make_lazy_future(FuturePtr f, bool view_of_normal) {
+  auto s = new_state();
+  TensorMeta m = f->meta;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    adopt_future(*s, std::move(f));
+  }
   return new_inner(m, std::move(s), view_of_normal);
 }
 

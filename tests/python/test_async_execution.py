@@ -68,7 +68,68 @@ def test_optimizer_step_queues_and_returns(async_mode):
     finally:
         ember._C._pause_queue(False)
     close(w, m.weight.detach().cpu() * 2)
-    assert ember._C.queued_programs() == 0
+
+
+def test_step_traced_on_in_flight_parameters_hits_the_cache(async_mode):
+    """The forward's views of the weights (Linear's `w.t()`) taken while the previous
+    step's program is still queued are view futures, leaves like views of device data:
+    the step graph is the same whether or not that program has finished, so a steady
+    loop compiles nothing however tracing and execution interleave."""
+    ember.config.async_execution = True
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+    ref = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+    ref.load_state_dict(m.state_dict())
+    m = m.to(DEV)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    xc = torch.randn(4, 6)
+    x = xc.to(DEV)
+
+    def step(model, o, inp):
+        model(inp).square().sum().backward()
+        o.step()
+        o.zero_grad()
+
+    for _ in range(3):  # warm: both step graphs compiled, every program finished
+        step(m, opt, x)
+        ember.sync()
+    compiled = ember.metrics.counters()["graphs_compiled"]
+    for _ in range(3):  # traced while the previous step's program waits in the queue
+        ember._C._pause_queue(True)
+        try:
+            step(m, opt, x)
+        finally:
+            ember._C._pause_queue(False)
+    ember.sync()
+    assert ember.metrics.counters()["graphs_compiled"] == compiled
+    for _ in range(6):
+        step(ref, ropt, xc)
+    for p, q in zip(m.parameters(), ref.parameters()):
+        close(p, q.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_view_of_an_in_flight_tensor_reads_the_view(async_mode):
+    ember.config.async_execution = True
+    a = torch.randn(4, 6).to(DEV)
+    ember.sync()
+    ember._C._pause_queue(True)
+    try:
+        b = a * 2 + 1
+        ember.sync(wait=False)  # b in flight
+        views = [b.t(), b[1:3, 2:], b.view(3, 8), b.transpose(0, 1)[2], b.unbind(1)[4]]
+        vv = b.t()[1:, ::2]  # a view of a view future
+        assert ember._C.queued_programs() == 1
+        assert not any(ember._C.is_pending(v) for v in views + [vv])  # no traced node
+    finally:
+        ember._C._pause_queue(False)
+    ref = a.cpu() * 2 + 1
+    expect = [ref.t(), ref[1:3, 2:], ref.view(3, 8), ref.transpose(0, 1)[2], ref.unbind(1)[4]]
+    for v, e in zip(views, expect):
+        assert v.shape == e.shape and v.stride() == e.stride()
+        close(v, e)
+    close(vv, ref.t()[1:, ::2])
+    close(views[0] @ views[0].t(), ref.t() @ ref)  # traced on a view future
 
 
 def test_error_in_a_queued_program_names_the_line_and_spares_the_rest(async_mode):
@@ -201,30 +262,33 @@ def test_exit_with_programs_queued_drains_and_saves(tmp_path):
 
 
 def test_keyboard_interrupt_abandons_the_step_and_the_next_one_runs():
+    """Ctrl-C while a read waits for a long program (few ops, each a big GEMM: cheap to
+    compile, seconds to run) stops it between steps; the inputs keep their values and
+    the next step runs."""
     code = """
         import signal, threading, time, os, torch, ember
         ember.config.async_execution = True
-        w = torch.randn(64, 64).to("ember")
+        w = torch.randn(1536, 1536).to("ember") / 40
         ember.sync()
         x = w
-        for _ in range(3000):  # one long program of many steps
+        for _ in range(60):
             x = torch.sin(x @ w) + 1
-        ember.sync(wait=False)
-        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
         t0 = time.monotonic()
+        ember.sync(wait=False)
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
         try:
             x.sum().item()
-            print("not interrupted")
+            print("not interrupted after %.1f s" % (time.monotonic() - t0))
         except KeyboardInterrupt:
             print("interrupted after %.1f s" % (time.monotonic() - t0))
         y = (w * 2).sum().item()  # the next step runs
-        print("next", abs(y - (w.cpu() * 2).sum().item()) < 1e-3)
+        print("next", abs(y - (w.cpu() * 2).sum().item()) < 1e-2)
         print("w intact", torch.isfinite(w.cpu()).all().item())
     """
     r = _run_child(code, timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout
-    assert "interrupted after" in out or "not interrupted" in out, out
+    assert "interrupted after" in out and "not interrupted" not in out, out
     assert "next True" in out, out
     assert "w intact True" in out, out
 
