@@ -138,23 +138,35 @@ def main():
         mininterval=0.5,
         dynamic_ncols=True,
     )
+    # The bar shows the previous step's loss: reading it after this step is queued lets
+    # Python trace step N+1 while step N's program runs (asynchronous execution). A step's
+    # time is from its start to the next step's start, the loop's throughput.
+    prev = None
+    t_prev = None
     for epoch in range(args.epochs):
         for idx in batches(len(y_train), args.batch_size, gen):
             before = ember.metrics.counters()["graphs_compiled"]
             t0 = time.perf_counter()
-            loss = train_step(model, opt, x_train[idx].to(dev), y_train[idx].to(dev)).item()
-            step_s.append(time.perf_counter() - t0)
+            if t_prev is not None:
+                step_s.append(t0 - t_prev)
+            t_prev = t0
+            loss = train_step(model, opt, x_train[idx].to(dev), y_train[idx].to(dev))
             compiled = ember.metrics.counters()["graphs_compiled"]
             if compiled != before:
-                compiles_at.append(len(step_s))
-            bar.set_postfix(
-                epoch=epoch + 1,
-                loss=f"{loss:.4f}",
-                step_ms=f"{step_s[-1] * 1e3:.1f}",
-                compiled=compiled,
-                refresh=False,
-            )
-            bar.update(1)
+                compiles_at.append(len(step_s) + 1)
+            if prev is not None:
+                bar.set_postfix(
+                    epoch=epoch + 1,
+                    loss=f"{prev.item():.4f}",
+                    step_ms=f"{step_s[-1] * 1e3:.1f}",
+                    compiled=compiled,
+                    refresh=False,
+                )
+                bar.update(1)
+            prev = loss
+    prev.item()
+    step_s.append(time.perf_counter() - t_prev)
+    bar.update(1)
     bar.close()
 
     acc = accuracy(model, x_test, y_test, dev)

@@ -14,6 +14,7 @@
 
 #include "../ir/log.h"
 #include "aten_extern.h"
+#include "execution_queue.h"
 #include "lower.h"
 #include "lowered_program.h"
 #include "op_schema.h"
@@ -293,6 +294,8 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
   }
   clear_extern_error();
   ember::ExecuteOptions eo;
+  // On the queue's worker a KeyboardInterrupt during a wait stops the run between steps.
+  if (ExecutionQueue::on_worker()) eo.cancel = ExecutionQueue::get().cancel_flag();
   std::vector<int> param_of_input(g.inputs.size(), -1);
   for (size_t i = 0; i < p.params.size(); ++i) {
     if (p.params[i].kind == ParamSrc::kInput)

@@ -19,12 +19,14 @@ std::vector<bool> donatable_inputs(const LazyGraph& g) {
     if (g.input_nodes[i] <= 0 || !t.defined() || !t.has_storage() || !is_device_buffer(t)) continue;
     // References: g.inputs[i] plus the leaf nodes' data; nothing else (no live state,
     // view, data_of() result or autograd save) may hold the tensor or its storage. An
-    // in-flight input's data is held by g.inputs[i] and its future; the future by
-    // g.input_futures[i] and this graph's leaves only (no state, view future or leaf of
-    // a graph traced since may read the value later).
+    // in-flight input's data is held by g.inputs[i], its future and this graph's data
+    // leaves; the future by g.input_futures[i] and this graph's future leaves only (no
+    // state, view future or leaf of a graph traced since may read the value later).
     const FuturePtr& f = g.input_futures[i];
     if (f) {
-      d[i] = f.use_count() == 1 + g.input_nodes[i] && t.use_count() == 2 &&
+      const int future_leaves = g.input_future_nodes[i];
+      const int data_leaves = g.input_nodes[i] - future_leaves;
+      d[i] = f.use_count() == 1 + future_leaves && t.use_count() == 2 + data_leaves &&
              t.storage().use_count() == 1;
     } else {
       d[i] = t.use_count() == 1 + g.input_nodes[i] && t.storage().use_count() == 1;

@@ -69,11 +69,14 @@ void FutureData::fail(std::exception_ptr error, std::string text,
 
 at::Tensor FutureData::view_of(const at::Tensor& b) const {
   if (!b.defined()) return b;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (data_.defined()) return data_;  // made once: one tensor, as a settled state holds
   const TensorMeta& bm = base_->meta;
   TORCH_INTERNAL_ASSERT(
       b.sizes() == at::IntArrayRef(bm.sizes) && b.strides() == at::IntArrayRef(bm.strides),
       "ember: a program's result is not laid out as its tensor");
-  return b.as_strided(meta.sizes, meta.strides, b.storage_offset() + (meta.offset - bm.offset));
+  data_ = b.as_strided(meta.sizes, meta.strides, b.storage_offset() + (meta.offset - bm.offset));
+  return data_;
 }
 
 bool FutureData::ready() const {

@@ -71,7 +71,7 @@ struct FutureData {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool ready_ = false;
-  at::Tensor data_;
+  mutable at::Tensor data_;  // a view future: its view of the base's data, made on first use
   std::exception_ptr error_;
   std::string error_text_;
   std::shared_ptr<std::atomic<bool>> reported_;

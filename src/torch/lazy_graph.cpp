@@ -111,24 +111,40 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
   auto visit_leaf = [&](Node* n) {
     if (n->kind == NodeKind::kData || n->kind == NodeKind::kFuture) {
       const bool future = n->kind == NodeKind::kFuture;
-      const void* key = future ? static_cast<const void*>(n->future.get())
-                               : static_cast<const void*>(n->data.unsafeGetTensorImpl());
+      // A resolved future is keyed by its data: the same input as the leaves of states
+      // that settled on that data while the step was traced.
+      at::Tensor resolved;
+      if (future) {
+        std::string err;
+        resolved = n->future->peek(&err);
+        if (!err.empty()) resolved = at::Tensor();
+      }
+      const void* key = !future ? static_cast<const void*>(n->data.unsafeGetTensorImpl())
+                        : resolved.defined()
+                            ? static_cast<const void*>(resolved.unsafeGetTensorImpl())
+                            : static_cast<const void*>(n->future.get());
       auto it = data_slots.find(key);
       if (it != data_slots.end()) {
         g.first_slot[n] = it->second;
         for (size_t i = 0; i < g.input_slots.size(); ++i) {
-          if (g.input_slots[i] == it->second) g.input_nodes[i]++;
+          if (g.input_slots[i] != it->second) continue;
+          g.input_nodes[i]++;
+          if (future) {
+            g.input_future_nodes[i]++;
+            if (!g.input_futures[i]) g.input_futures[i] = n->future;
+          }
         }
         return;
       }
       int s = g.num_slots++;
       data_slots[key] = s;
       g.first_slot[n] = s;
-      g.inputs.push_back(future ? at::Tensor() : n->data);
+      g.inputs.push_back(future ? resolved : n->data);
       g.input_metas.push_back(n->outputs[0]);
       g.input_futures.push_back(future ? n->future : nullptr);
       g.input_slots.push_back(s);
       g.input_nodes.push_back(1);
+      g.input_future_nodes.push_back(future ? 1 : 0);
       // The same token as device data: a step's graph hashes alike whether its
       // parameters were synced or are still in flight.
       t.push_back(-1);
@@ -141,6 +157,7 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
       g.input_futures.push_back(nullptr);
       g.input_slots.push_back(s);
       g.input_nodes.push_back(0);  // host snapshot: never donated
+      g.input_future_nodes.push_back(0);
       t.push_back(-2);
       hash_meta(n->outputs[0], t);
       t.push_back(n->data.unsafeGetTensorImpl()->is_wrapped_number());

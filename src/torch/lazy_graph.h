@@ -18,7 +18,9 @@ struct LazyGraph {
   std::vector<Node*> ops;  // op nodes, topological order
   // Tensor inputs (data, host, in flight), slot order. An in-flight input (a future of
   // an earlier queued program) is undefined in `inputs` until resolve_inputs(); its
-  // metadata is known from the start.
+  // metadata is known from the start. A future already resolved when the graph is built
+  // is keyed by its data, so it is one input with the leaves of states that settled on
+  // that data meanwhile (one structure whatever the timing).
   std::vector<at::Tensor> inputs;
   std::vector<TensorMeta> input_metas;              // per input: sizes, strides, offset, dtype
   std::vector<FuturePtr> input_futures;             // per input: the future, or null
@@ -28,6 +30,7 @@ struct LazyGraph {
   std::unordered_map<const Node*, int> first_slot;  // slot of output 0 of each node
   std::vector<int> input_slots;                     // slot of each input (inputs[i])
   std::vector<int> input_nodes;                     // leaf nodes holding each input (deduplicated)
+  std::vector<int> input_future_nodes;              // of those, future leaves (hold the future)
   int num_slots = 0;
   uint64_t hash = 0;
 };

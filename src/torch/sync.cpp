@@ -5,6 +5,7 @@
 // is off. The run (`execute`, on the queue's worker) resolves the futures; a failure
 // resolves the roots that depend on it with the error and computes the others.
 #include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
 
 #include <atomic>
 #include <chrono>
@@ -78,6 +79,9 @@ struct Job {
   Roots roots;
   Futures futures;
   int num_threads = 1;  // the syncing thread's intra-op threads: the job runs with them
+  // The syncing thread's ATen thread-local state (profiler, debug info, dispatch keys,
+  // grad mode): the worker runs the job under it, as the sync would have run it.
+  at::ThreadLocalState tls;
   bool hit = false;
   double gather_us = 0, build_us = 0, lookup_us = 0;
   SteadyClock::time_point queued_at;
@@ -102,15 +106,16 @@ std::exception_ptr execute(const CompiledGraph& entry, LazyGraph& g, const Roots
 
 // Runs `roots` (a subset of a failed program's roots) as a program of their own: built,
 // found or compiled here (the worker), resolving their futures. Errors are reported
-// through the futures; the first error of the whole program is the caller's.
-void rerun(const Roots& roots, const Futures& futures, int depth) {
+// through the futures, with the failed program's `reported` flag: raising any error of
+// the program (or of its reruns) counts as raising the program's error.
+void rerun(const Roots& roots, const Futures& futures, int depth,
+           const std::shared_ptr<std::atomic<bool>>& reported) {
   if (roots.empty()) return;
   if (depth >= 8) {
     auto e = std::make_exception_ptr(
         c10::Error({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
                    "ember: internal error: too many failures recomputing a program"));
-    resolve(futures, std::vector<bool>(futures.size(), true), {}, e,
-            std::make_shared<std::atomic<bool>>(false));
+    resolve(futures, std::vector<bool>(futures.size(), true), {}, e, reported);
     return;
   }
   LazyGraph g;
@@ -121,11 +126,10 @@ void rerun(const Roots& roots, const Futures& futures, int depth) {
     entry = find_or_compile(g, config().backend.load(), &hit);
   } catch (...) {
     resolve(futures, std::vector<bool>(futures.size(), true), {}, std::current_exception(),
-            std::make_shared<std::atomic<bool>>(true));  // the first error is reported
+            reported);
     return;
   }
-  // The first error of the whole program is reported through the caller's flag.
-  execute(*entry, g, roots, futures, depth, nullptr, std::make_shared<std::atomic<bool>>(true));
+  execute(*entry, g, roots, futures, depth, nullptr, reported);
 }
 
 // Splits a failed program's roots: those that `failed_root(i)` gets the error, the rest
@@ -144,7 +148,7 @@ void fail_and_rerun(const Roots& roots, const Futures& futures, const std::excep
       rest_f.push_back(futures[i]);
     }
   }
-  rerun(rest, rest_f, depth + 1);
+  rerun(rest, rest_f, depth + 1, reported);
 }
 
 // Runs the compiled program of `g` and resolves `futures` (one per root). Returns the
@@ -277,6 +281,7 @@ void sync_impl(const std::string& reason, SyncCapture* capture, bool wait) {
         }
       } else {
         queue.enqueue(job->id, [job] {
+          at::ThreadLocalStateGuard tls_guard(job->tls);
           auto reported = std::make_shared<std::atomic<bool>>(false);
           if (std::exception_ptr e = run_job(*job, reported)) note_error(e, reported);
         });

@@ -2,6 +2,7 @@
 program and returns; reads wait for the program producing their value. Oracles: the
 same steps with ember.config.async_execution off (same bits) and eager CPU."""
 
+import copy
 import os
 import signal
 import subprocess
@@ -196,35 +197,35 @@ def test_tensor_traced_during_a_queued_program_never_recomputes_it(async_mode):
 
 
 def test_two_threads_train_while_programs_run(async_mode):
+    """Two Python threads train their own models at once; each one's syncs claim the
+    other's pending work too. The models and inputs are made on this thread first
+    (torch's default generator is shared: seeding inside the threads would race)."""
     ember.config.async_execution = True
-    results = {}
-
-    def train(k):
+    init = {}
+    for k in (0, 1):
         torch.manual_seed(k)
-        m = nn.Linear(6, 2).to(DEV)
-        opt = torch.optim.SGD(m.parameters(), lr=0.05)
-        x = torch.randn(4, 6).to(DEV)
-        for _ in range(10):
-            m(x).square().sum().backward()
+        init[k] = (nn.Linear(6, 2), torch.randn(4, 6))
+
+    def train(model, x, steps=10):
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for _ in range(steps):
+            model(x).square().sum().backward()
             opt.step()
             opt.zero_grad()
-        results[k] = m.weight.detach().cpu()
+        return model.weight.detach().cpu()
 
-    threads = [threading.Thread(target=train, args=(k,)) for k in (0, 1)]
+    results = {}
+    on_dev = {k: (copy.deepcopy(m).to(DEV), x.to(DEV)) for k, (m, x) in init.items()}
+    threads = [
+        threading.Thread(target=lambda k=k: results.__setitem__(k, train(*on_dev[k])))
+        for k in (0, 1)
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
-    for k in (0, 1):
-        torch.manual_seed(k)
-        m = nn.Linear(6, 2)
-        opt = torch.optim.SGD(m.parameters(), lr=0.05)
-        x = torch.randn(4, 6)
-        for _ in range(10):
-            m(x).square().sum().backward()
-            opt.step()
-            opt.zero_grad()
-        close(results[k], m.weight.detach(), rtol=1e-5, atol=1e-6)
+    for k, (m, x) in init.items():
+        close(results[k], train(copy.deepcopy(m), x), rtol=1e-5, atol=1e-6)
 
 
 def _run_child(code, timeout=120, **kw):
