@@ -148,6 +148,9 @@ void resize_storage_bytes(const c10::Storage& s, size_t nbytes) {
         "none ran: its storage was resized to 0 bytes (untyped_storage().resize_(0)); resize "
         "it back to its full size and write the tensor before reading it";
     c10::Storage buffer;  // held, so its address names it until the aliases are found
+    // A value still in flight: its program finishes first (the bytes it writes are the
+    // ones freed).
+    if (!value_pending(base)) materialize(base);
     {
       std::lock_guard<std::mutex> g(state_mutex());
       const at::Tensor& d = lazy_impl(base)->state()->data;
