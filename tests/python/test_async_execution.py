@@ -268,6 +268,9 @@ def test_keyboard_interrupt_abandons_the_step_and_the_next_one_runs():
     the next step runs."""
     code = """
         import signal, threading, time, os, torch, ember
+        # Python's own Ctrl-C handler, even when started with SIGINT ignored (a
+        # background job of a non-interactive shell inherits SIG_IGN).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         ember.config.async_execution = True
         w = torch.randn(1536, 1536).to("ember") / 40
         ember.sync()
