@@ -265,6 +265,8 @@ void settle_future(LazyState& s) {
 namespace {
 
 [[noreturn]] void raise_failed(const std::string& error) {
+  // An error of ember's own making says why itself (a storage resized to 0: storage.h).
+  TORCH_CHECK(error.rfind("ember: ", 0) != 0, error);
   TORCH_CHECK(false,
               "ember: this tensor has no value because the sync that computed "
               "it failed: ",

@@ -5,6 +5,8 @@
 #include <ATen/FunctionalStorageImpl.h>
 #include <ATen/FunctionalTensorWrapper.h>
 
+#include "execution_queue.h"
+
 namespace ember_torch {
 namespace {
 
@@ -44,6 +46,14 @@ bool value_pending(const at::Tensor& inner) {
   return lazy_impl(inner)->state()->ir.has_value();
 }
 
+// Whether reading the value computes it (pending) or waits for it (in flight): a value
+// read, as `.item()` of it would be.
+bool must_compute_or_wait(const at::Tensor& inner) {
+  std::lock_guard<std::mutex> g(state_mutex());
+  const LazyState& s = *lazy_impl(inner)->state();
+  return s.ir.has_value() || (s.future && !s.future->ready());
+}
+
 void count_value_read() {
   std::string site = current_source();
   std::lock_guard<std::mutex> g(metrics().mu);
@@ -58,7 +68,7 @@ void unpin_locked(c10::StorageImpl& s) {
 // The device buffer holding the storage's bytes, with the storage pointing at it.
 c10::Storage pin(FunctionalStorageImpl& fs) {
   at::Tensor base = current_base(fs);
-  if (value_pending(base)) count_value_read();
+  if (must_compute_or_wait(base)) count_value_read();
   at::Tensor data = materialize(base);  // computes a pending value (a sync)
   c10::Storage bytes = data.storage();
   std::lock_guard<std::mutex> g(g_pin_mu);
@@ -145,8 +155,9 @@ void resize_storage_bytes(const c10::Storage& s, size_t nbytes) {
               full, " bytes), as FSDP2 does");
   if (nbytes == 0) {
     const std::string why =
-        "none ran: its storage was resized to 0 bytes (untyped_storage().resize_(0)); resize "
-        "it back to its full size and write the tensor before reading it";
+        "ember: this tensor has no value: its storage was resized to 0 bytes "
+        "(untyped_storage().resize_(0)); resize it back to its full size and write the "
+        "tensor before reading it";
     c10::Storage buffer;  // held, so its address names it until the aliases are found
     // A value still in flight: its program finishes first (the bytes it writes are the
     // ones freed).
