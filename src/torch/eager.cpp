@@ -186,8 +186,28 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
   for (auto& v : cpu) stack->push_back(std::move(v));
 }
 
-// right away on the buffers: the result aliases them (zero copy), so reading e.g.
-// `p.detach().cpu()` needs no graph and no sync.
+// Pushes an eager view's results in the op's return structure, each output made by
+// `next()` (in output order).
+template <typename F>
+void push_view_results(const MetaResult& meta, F& next, torch::jit::Stack* stack) {
+  for (size_t r = 0; r < meta.ret_shape.size(); ++r) {
+    int shape = meta.ret_shape[r];
+    if (shape == -1) {
+      stack->emplace_back(next());
+    } else if (shape == -2) {
+      stack->emplace_back(at::Tensor());
+    } else {
+      c10::List<at::Tensor> l;
+      for (int j = 0; j < shape; ++j) l.push_back(next());
+      stack->emplace_back(std::move(l));
+    }
+  }
+}
+
+// A view op (every output a view, nothing written) on device data runs eagerly, right
+// away on the buffers: the result aliases them (zero copy), so reading e.g.
+// `p.detach().cpu()` needs no graph and no sync. On an in-flight value it gives view
+// futures (execution_queue.h). Returns false when the op must be traced instead.
 bool try_eager_view(const c10::OperatorHandle& op, const std::vector<c10::IValue>& args,
                     const std::vector<int>& written, const MetaResult& meta,
                     torch::jit::Stack* stack) {
@@ -236,18 +256,7 @@ bool try_eager_view(const c10::OperatorHandle& op, const std::vector<c10::IValue
       lazy_impl(t)->state()->is_view = true;
       return maybe_wrap(t);
     };
-    for (size_t r = 0; r < meta.ret_shape.size(); ++r) {
-      int shape = meta.ret_shape[r];
-      if (shape == -1) {
-        stack->emplace_back(wrap());
-      } else if (shape == -2) {
-        stack->emplace_back(at::Tensor());
-      } else {
-        c10::List<at::Tensor> l;
-        for (int j = 0; j < shape; ++j) l.push_back(wrap());
-        stack->emplace_back(std::move(l));
-      }
-    }
+    push_view_results(meta, wrap, stack);
     return true;
   }
   op.callBoxed(&cpu);
@@ -275,18 +284,7 @@ bool try_eager_view(const c10::OperatorHandle& op, const std::vector<c10::IValue
     lazy_impl(t)->state()->is_view = true;
     return maybe_wrap(t);
   };
-  for (size_t r = 0; r < meta.ret_shape.size(); ++r) {
-    int shape = meta.ret_shape[r];
-    if (shape == -1) {
-      stack->emplace_back(wrap());
-    } else if (shape == -2) {
-      stack->emplace_back(at::Tensor());
-    } else {
-      c10::List<at::Tensor> l;
-      for (int j = 0; j < shape; ++j) l.push_back(wrap());
-      stack->emplace_back(std::move(l));
-    }
-  }
+  push_view_results(meta, wrap, stack);
   return true;
 }
 
