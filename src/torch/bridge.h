@@ -161,9 +161,9 @@ struct LazyState {
   std::optional<Value> ir;  // pending value
   at::Tensor data;          // device data
   // In flight: the value a queued program will produce (set by the sync that queued
-  // it, replaced by `data` on first use after it resolved). Guarded by state_mutex();
-  // set and cleared only through adopt_future / drop_future. A view op traced on an
-  // in-flight tensor gives a state holding a view future (execution_queue.h).
+  // it, replaced by `data` on first use after it resolved). Guarded by state_mutex(). A
+  // view op traced on an in-flight tensor gives a state holding a view future
+  // (execution_queue.h).
   FuturePtr future;
   bool is_view = false;  // produced by an inner view op (must not be mutated)
   std::string error;     // set when the sync that should have computed it failed
@@ -185,9 +185,6 @@ std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FutureP
 // Makes the claimed states pending again (a sync failed before queueing its job).
 void unclaim_states(const std::vector<std::pair<StatePtr, Value>>& roots,
                     const std::vector<FuturePtr>& futures);
-// Under state_mutex(): `s` holds `f` (replacing any other future) / holds none.
-void adopt_future(LazyState& s, FuturePtr f);
-void drop_future(LazyState& s);
 // Under state_mutex(): a future resolved with a value becomes the state's data (a failed
 // one stays, so reads raise its error).
 void settle_future(LazyState& s);

@@ -161,7 +161,7 @@ void run_eager_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>&
       std::lock_guard<std::mutex> g(state_mutex());
       impl->state()->ir.reset();
       impl->state()->data = wp.second;
-      drop_future(*impl->state());
+      impl->state()->future.reset();
     }
     impl->set_meta(meta_of(wp.second));
   }

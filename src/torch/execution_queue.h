@@ -42,7 +42,6 @@ struct FutureData {
       : meta(std::move(m)), base_(std::move(base)) {}
 
   const TensorMeta meta;  // eager's layout of the result (known when the job is made)
-  uint64_t job = 0;       // the producing job (set before it is queued); 0 for a view
 
   // Sets the value (device data laid out as `meta`) and wakes the waiters. The first
   // resolve or fail wins (states sharing one value share its future).

@@ -102,66 +102,58 @@ int64_t scalar_tag(const c10::IValue& v) {
 }
 
 void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, LazyGraph& g) {
-  // Device data leaves deduplicated by tensor, in-flight leaves by future.
-  std::unordered_map<const void*, int> data_slots;
+  // Device data leaves deduplicated by tensor, in-flight leaves by future: key -> input.
+  std::unordered_map<const void*, size_t> data_inputs;
   std::unordered_set<const Node*> visited;
   // Iterative post-order DFS.
   std::vector<std::pair<Node*, size_t>> work;
   auto& t = g.tokens;
+  // A new input slot for leaf `n` (holding `data`, undefined while in flight).
+  auto add_input = [&](Node* n, at::Tensor data, const FuturePtr& future, int leaves) {
+    const int s = g.num_slots++;
+    g.first_slot[n] = s;
+    g.inputs.push_back(std::move(data));
+    g.input_metas.push_back(n->outputs[0]);
+    g.input_futures.push_back(future);
+    g.input_slots.push_back(s);
+    g.input_nodes.push_back(leaves);
+    g.input_future_nodes.push_back(future ? 1 : 0);
+    hash_meta(n->outputs[0], t);
+  };
   auto visit_leaf = [&](Node* n) {
-    if (n->kind == NodeKind::kData || n->kind == NodeKind::kFuture) {
-      const bool future = n->kind == NodeKind::kFuture;
-      // A resolved future is keyed by its data: the same input as the leaves of states
-      // that settled on that data while the step was traced.
-      at::Tensor resolved;
-      if (future) {
-        std::string err;
-        resolved = n->future->peek(&err);
-        if (!err.empty()) resolved = at::Tensor();
-      }
-      const void* key = !future ? static_cast<const void*>(n->data.unsafeGetTensorImpl())
-                        : resolved.defined()
-                            ? static_cast<const void*>(resolved.unsafeGetTensorImpl())
-                            : static_cast<const void*>(n->future.get());
-      auto it = data_slots.find(key);
-      if (it != data_slots.end()) {
-        g.first_slot[n] = it->second;
-        for (size_t i = 0; i < g.input_slots.size(); ++i) {
-          if (g.input_slots[i] != it->second) continue;
-          g.input_nodes[i]++;
-          if (future) {
-            g.input_future_nodes[i]++;
-            if (!g.input_futures[i]) g.input_futures[i] = n->future;
-          }
-        }
-        return;
-      }
-      int s = g.num_slots++;
-      data_slots[key] = s;
-      g.first_slot[n] = s;
-      g.inputs.push_back(future ? resolved : n->data);
-      g.input_metas.push_back(n->outputs[0]);
-      g.input_futures.push_back(future ? n->future : nullptr);
-      g.input_slots.push_back(s);
-      g.input_nodes.push_back(1);
-      g.input_future_nodes.push_back(future ? 1 : 0);
-      // The same token as device data: a step's graph hashes alike whether its
-      // parameters were synced or are still in flight.
-      t.push_back(-1);
-      hash_meta(n->outputs[0], t);
-    } else {
-      int s = g.num_slots++;
-      g.first_slot[n] = s;
-      g.inputs.push_back(n->data);
-      g.input_metas.push_back(n->outputs[0]);
-      g.input_futures.push_back(nullptr);
-      g.input_slots.push_back(s);
-      g.input_nodes.push_back(0);  // host snapshot: never donated
-      g.input_future_nodes.push_back(0);
+    if (n->kind == NodeKind::kHost) {
       t.push_back(-2);
-      hash_meta(n->outputs[0], t);
+      add_input(n, n->data, nullptr, 0);  // host snapshot: never donated
       t.push_back(n->data.unsafeGetTensorImpl()->is_wrapped_number());
+      return;
     }
+    const bool future = n->kind == NodeKind::kFuture;
+    // A resolved future is keyed by its data: the same input as the leaves of states
+    // that settled on that data while the step was traced.
+    at::Tensor data = n->data;
+    if (future) {
+      std::string err;
+      data = n->future->peek(&err);
+      if (!err.empty()) data = at::Tensor();
+    }
+    const void* key = data.defined() ? static_cast<const void*>(data.unsafeGetTensorImpl())
+                                     : static_cast<const void*>(n->future.get());
+    auto it = data_inputs.find(key);
+    if (it != data_inputs.end()) {
+      const size_t i = it->second;
+      g.first_slot[n] = g.input_slots[i];
+      g.input_nodes[i]++;
+      if (future) {
+        g.input_future_nodes[i]++;
+        if (!g.input_futures[i]) g.input_futures[i] = n->future;
+      }
+      return;
+    }
+    data_inputs[key] = g.inputs.size();
+    // The same token as device data: a step's graph hashes alike whether its
+    // parameters were synced or are still in flight.
+    t.push_back(-1);
+    add_input(n, std::move(data), future ? n->future : nullptr, 1);
   };
   auto emit_op = [&](Node* n) {
     g.first_slot[n] = g.num_slots;
@@ -287,19 +279,21 @@ bool depends_on_future(const Value& v, const FutureData* f) {
   return false;
 }
 
-int resolve_inputs(LazyGraph& g, std::exception_ptr* error) {
+std::exception_ptr resolve_inputs(LazyGraph& g, std::vector<const FutureData*>* failed) {
+  std::exception_ptr first;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const FuturePtr& f = g.input_futures[i];
     if (!f || g.inputs[i].defined()) continue;
     TORCH_INTERNAL_ASSERT(f->ready(), "ember: a queued program started before its input's");
     if (std::exception_ptr e = f->error()) {
-      *error = e;
-      return static_cast<int>(i);
+      if (!first) first = e;
+      failed->push_back(f.get());
+      continue;
     }
     std::string unused;
     g.inputs[i] = f->peek(&unused);
   }
-  return -1;
+  return first;
 }
 
 std::string meta_str(const TensorMeta& m) {

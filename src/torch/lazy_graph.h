@@ -45,9 +45,9 @@ inline int slot_of(const LazyGraph& g, const Value& v) {
 int64_t scalar_tag(const c10::IValue& v);
 
 // Fills the in-flight inputs from their resolved futures (the execution worker, when a
-// job starts: earlier jobs have finished). Returns the index of the first input whose
-// program failed (its error in *error), or -1.
-int resolve_inputs(LazyGraph& g, std::exception_ptr* error);
+// job starts: earlier jobs have finished). Returns the first error of an input whose
+// program failed, or null; `*failed` gets the futures of every such input.
+std::exception_ptr resolve_inputs(LazyGraph& g, std::vector<const FutureData*>* failed);
 
 // Whether root value `v` depends on op node `bad`.
 bool depends_on(const Value& v, const Node* bad);

@@ -42,7 +42,6 @@ std::mutex& state_mutex() { return g_mu; }
 LazyState::~LazyState() {
   std::lock_guard<std::mutex> g(g_mu);
   g_live.erase(id);
-  drop_future(*this);
 }
 
 StatePtr new_state() {
@@ -70,17 +69,6 @@ std::vector<std::pair<StatePtr, Value>> pending_states() {
   return out;
 }
 
-void adopt_future(LazyState& s, FuturePtr f) {
-  if (s.future == f) return;
-  drop_future(s);
-  s.future = std::move(f);
-}
-
-void drop_future(LazyState& s) {
-  if (!s.future) return;
-  s.future.reset();
-}
-
 std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FuturePtr>* futures) {
   std::vector<std::pair<StatePtr, Value>> out;
   std::vector<StatePtr> dropped;
@@ -100,7 +88,7 @@ std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FutureP
         FuturePtr f = shared;
         out.emplace_back(s, v);
         futures->push_back(f);
-        adopt_future(*s, std::move(f));
+        s->future = std::move(f);
         released.push_back(std::move(s->ir));
         s->ir.reset();
         s->data = at::Tensor();
@@ -118,7 +106,7 @@ void unclaim_states(const std::vector<std::pair<StatePtr, Value>>& roots,
   for (size_t i = 0; i < roots.size(); ++i) {
     LazyState& s = *roots[i].first;
     if (s.future != futures[i]) continue;  // rebound since (an in-place op traced on it)
-    drop_future(s);
+    s.future.reset();
     s.ir = roots[i].second;
   }
 }
@@ -228,7 +216,7 @@ at::Tensor make_lazy_future(FuturePtr f, bool view_of_normal) {
   TensorMeta m = f->meta;
   {
     std::lock_guard<std::mutex> g(g_mu);
-    adopt_future(*s, std::move(f));
+    s->future = std::move(f);
   }
   return new_inner(m, std::move(s), view_of_normal);
 }
@@ -259,7 +247,7 @@ void settle_future(LazyState& s) {
   at::Tensor d = s.future->peek(&err);
   if (!err.empty()) return;
   s.data = std::move(d);
-  drop_future(s);
+  s.future.reset();
 }
 
 namespace {
@@ -282,8 +270,8 @@ Value value_of(const at::Tensor& inner) {
   auto& s = *impl->state();
   if (s.ir) return *s.ir;
   settle_future(s);
-  if (s.future) s.future->rethrow_if_failed();  // a failed program's error, eager's type
   if (s.future) {
+    s.future->rethrow_if_failed();  // a failed program's error, eager's type
     // In flight: a leaf the queued program will fill (hashed like a data leaf).
     auto n = std::make_shared<Node>();
     n->kind = NodeKind::kFuture;
@@ -345,7 +333,7 @@ void assign_state(const at::Tensor& dst, const at::Tensor& src) {
     d->state()->ir = s->state()->ir;
     d->state()->data = s->state()->data;
     d->state()->error = s->state()->error;
-    adopt_future(*d->state(), s->state()->future);
+    d->state()->future = s->state()->future;
   }
   d->set_meta(s->meta());
 }

@@ -79,9 +79,6 @@ struct Job {
   Roots roots;
   Futures futures;
   int num_threads = 1;  // the syncing thread's intra-op threads: the job runs with them
-  // The syncing thread's ATen thread-local state (profiler, debug info, dispatch keys,
-  // grad mode): the worker runs the job under it, as the sync would have run it.
-  at::ThreadLocalState tls;
   bool hit = false;
   double gather_us = 0, build_us = 0, lookup_us = 0;
   SteadyClock::time_point queued_at;
@@ -157,16 +154,8 @@ std::exception_ptr execute(const CompiledGraph& entry, LazyGraph& g, const Roots
                            const Futures& futures, int depth, Job* timing,
                            const std::shared_ptr<std::atomic<bool>>& reported) {
   // In-flight inputs: their programs ran before this one (FIFO).
-  std::exception_ptr in_error;
-  if (resolve_inputs(g, &in_error) >= 0) {
-    std::vector<const FutureData*> bad;
-    for (size_t i = 0; i < g.inputs.size(); ++i) {
-      const FuturePtr& f = g.input_futures[i];
-      if (!f) continue;
-      std::string err;
-      f->peek(&err);
-      if (!err.empty()) bad.push_back(f.get());
-    }
+  std::vector<const FutureData*> bad;
+  if (std::exception_ptr in_error = resolve_inputs(g, &bad)) {
     fail_and_rerun(roots, futures, in_error, reported, depth, [&](size_t i) {
       for (const FutureData* f : bad) {
         if (depends_on_future(roots[i].second, f)) return true;
@@ -265,7 +254,6 @@ void sync_impl(const std::string& reason, SyncCapture* capture, bool wait) {
       }
       set_last_graph(job->entry->stats);
       job->id = queue.next_id();
-      for (const FuturePtr& f : job->futures) f->job = job->id;
       job->num_threads = at::get_num_threads();
       job->queued_at = SteadyClock::now();
       if (inline_run) {
@@ -280,8 +268,10 @@ void sync_impl(const std::string& reason, SyncCapture* capture, bool wait) {
           capture->graph = std::move(job->g);
         }
       } else {
-        queue.enqueue(job->id, [job] {
-          at::ThreadLocalStateGuard tls_guard(job->tls);
+        // The worker runs the job under the syncing thread's ATen thread-local state
+        // (profiler, debug info, dispatch keys, grad mode), as the sync would have.
+        queue.enqueue(job->id, [job, tls = at::ThreadLocalState()] {
+          at::ThreadLocalStateGuard tls_guard(tls);
           auto reported = std::make_shared<std::atomic<bool>>(false);
           if (std::exception_ptr e = run_job(*job, reported)) note_error(e, reported);
         });

@@ -192,7 +192,7 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
         impl->state()->ir = Value{node, static_cast<int>(oi)};
         impl->state()->data = at::Tensor();
         impl->state()->error.clear();
-        drop_future(*impl->state());
+        impl->state()->future.reset();
       }
       if (!(impl->meta() == m)) impl->set_meta(m);
       ++oi;
