@@ -124,6 +124,12 @@ at::Tensor FutureData::peek(std::string* error) const {
   return data_;
 }
 
+std::shared_ptr<std::atomic<bool>> FutureData::reported_flag() const {
+  if (base_) return base_->reported_flag();
+  std::lock_guard<std::mutex> lk(mu_);
+  return reported_;
+}
+
 // ---------------------------------------------------------------- the queue
 ExecutionQueue& ExecutionQueue::get() {
   static ExecutionQueue* q = new ExecutionQueue();  // leaked: may be used during exit

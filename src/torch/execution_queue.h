@@ -65,6 +65,8 @@ struct FutureData {
   // Non-blocking: the data when ready and ok, else undefined; `*error` gets the error
   // text when ready and failed.
   at::Tensor peek(std::string* error) const;
+  // The `reported` flag of a failed future's error (null otherwise).
+  std::shared_ptr<std::atomic<bool>> reported_flag() const;
 
  private:
   mutable std::mutex mu_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -253,30 +254,21 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
   g.hash = hash_tokens(t);
 }
 
-bool depends_on(const Value& v, const Node* bad) {
+bool reaches(const Value& v, const std::function<bool(const Node*)>& hit) {
   std::vector<const Node*> work{v.node.get()};
   std::unordered_set<const Node*> seen;
   while (!work.empty()) {
     const Node* n = work.back();
     work.pop_back();
-    if (n == bad) return true;
+    if (hit(n)) return true;
     if (!seen.insert(n).second) continue;
     for (const Value& o : n->operands) work.push_back(o.node.get());
   }
   return false;
 }
 
-bool depends_on_future(const Value& v, const FutureData* f) {
-  std::vector<const Node*> work{v.node.get()};
-  std::unordered_set<const Node*> seen;
-  while (!work.empty()) {
-    const Node* n = work.back();
-    work.pop_back();
-    if (n->kind == NodeKind::kFuture && n->future.get() == f) return true;
-    if (!seen.insert(n).second) continue;
-    for (const Value& o : n->operands) work.push_back(o.node.get());
-  }
-  return false;
+bool depends_on(const Value& v, const Node* bad) {
+  return reaches(v, [bad](const Node* n) { return n == bad; });
 }
 
 std::exception_ptr resolve_inputs(LazyGraph& g, std::vector<const FutureData*>* failed) {

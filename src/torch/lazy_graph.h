@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -49,10 +50,10 @@ int64_t scalar_tag(const c10::IValue& v);
 // program failed, or null; `*failed` gets the futures of every such input.
 std::exception_ptr resolve_inputs(LazyGraph& g, std::vector<const FutureData*>* failed);
 
+// Whether `hit` holds for a node root value `v` depends on (`v`'s own node included).
+bool reaches(const Value& v, const std::function<bool(const Node*)>& hit);
 // Whether root value `v` depends on op node `bad`.
 bool depends_on(const Value& v, const Node* bad);
-// Whether root value `v` depends on a leaf holding future `f`.
-bool depends_on_future(const Value& v, const FutureData* f);
 
 // "f32[2,3]": dtype and sizes, as logs and the graph text print a value.
 std::string meta_str(const TensorMeta& m);

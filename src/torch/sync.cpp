@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -149,20 +150,26 @@ void fail_and_rerun(const Roots& roots, const Futures& futures, const std::excep
 }
 
 // Runs the compiled program of `g` and resolves `futures` (one per root). Returns the
-// first error (already recorded in the futures of the roots it affects), or null.
+// first error of this program (already recorded in the futures of the roots it
+// affects), or null; null too when it failed only through a failed input (that input's
+// program reports the error).
 std::exception_ptr execute(const CompiledGraph& entry, LazyGraph& g, const Roots& roots,
                            const Futures& futures, int depth, Job* timing,
                            const std::shared_ptr<std::atomic<bool>>& reported) {
   // In-flight inputs: their programs ran before this one (FIFO).
   std::vector<const FutureData*> bad;
   if (std::exception_ptr in_error = resolve_inputs(g, &bad)) {
-    fail_and_rerun(roots, futures, in_error, reported, depth, [&](size_t i) {
-      for (const FutureData* f : bad) {
-        if (depends_on_future(roots[i].second, f)) return true;
-      }
-      return false;
+    // Roots reading a failed input fail with its error (one walk per root). The error
+    // is the earlier program's: it keeps that program's `reported` flag (raising it
+    // through any tensor reports it once) and is not this program's to report again.
+    auto flag = bad.front()->reported_flag();
+    fail_and_rerun(roots, futures, in_error, flag ? flag : reported, depth, [&](size_t i) {
+      return reaches(roots[i].second, [&](const Node* n) {
+        return n->kind == NodeKind::kFuture &&
+               std::find(bad.begin(), bad.end(), n->future.get()) != bad.end();
+      });
     });
-    return in_error;
+    return nullptr;
   }
   const bool timed = timing && log_sync();
   auto tr = SteadyClock::now();
@@ -273,7 +280,10 @@ void sync_impl(const std::string& reason, SyncCapture* capture, bool wait) {
         queue.enqueue(job->id, [job, tls = at::ThreadLocalState()] {
           at::ThreadLocalStateGuard tls_guard(tls);
           auto reported = std::make_shared<std::atomic<bool>>(false);
-          if (std::exception_ptr e = run_job(*job, reported)) note_error(e, reported);
+          std::exception_ptr e = run_job(*job, reported);
+          // A run cancelled by Ctrl-C: the KeyboardInterrupt the wait raised told the user.
+          if (e && ExecutionQueue::get().cancel_flag()->load()) reported->store(true);
+          if (e) note_error(e, reported);
         });
       }
     }

@@ -149,6 +149,28 @@ def test_error_in_a_queued_program_names_the_line_and_spares_the_rest(async_mode
         bad.sum().cpu()
 
 
+def test_program_reading_a_failed_programs_result_fails_only_its_dependents(async_mode):
+    """Traced while the failing program is still queued, `later` reads its result (an
+    in-flight input that fails) and `other` does not: `later` raises the first error,
+    `other` is computed."""
+    ember.config.async_execution = True
+    x = torch.randn(5, 3).to(DEV)
+    idx = torch.tensor([0, 9]).to(DEV)
+    ember.sync()
+    ember._C._pause_queue(True)
+    try:
+        bad = x.index_select(0, idx)
+        ember.sync(wait=False)  # queued, fails when it runs
+        later = bad * 2  # traced on the in-flight (to fail) value
+        other = x + 1
+        ember.sync(wait=False)
+    finally:
+        ember._C._pause_queue(False)
+    with pytest.raises(IndexError, match="index_select"):
+        later.cpu()
+    close(other, x.cpu() + 1)
+
+
 def test_error_nobody_reads_surfaces_at_the_next_sync_once(async_mode):
     ember.config.async_execution = True
     x = torch.randn(5, 3).to(DEV)
