@@ -77,6 +77,7 @@ from . import _fake  # noqa: E402  (FakeTensors of ember tensors)
 from . import dynamo  # noqa: E402  (torch.compile(backend="ember"))
 from . import _post_import  # noqa: E402
 from . import checkpoint  # noqa: E402  (torch.utils.checkpoint's recompute kept apart)
+from . import distributed  # noqa: E402  (c10d backend "ember", collectives on ember tensors)
 
 # Programs still queued at interpreter exit run to completion (a pending torch.save's
 # values included) before the process ends.
@@ -87,6 +88,7 @@ _storage.install()
 _fake.install()
 dynamo.install()
 checkpoint.install()
+distributed.install()
 
 
 def _register_lightning(package):

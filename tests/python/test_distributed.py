@@ -1,0 +1,272 @@
+"""torch.distributed on ember tensors (python/ember/distributed.py; docs/architecture.md,
+"Past one machine"). Two ranks per test, started with torch.multiprocessing spawn,
+rendezvous through a file store, gloo on loopback. Every collective on ember tensors is
+checked against the same collective on CPU tensors in the same group; DDP against eager
+CPU DDP and a single-process run on the combined batch.
+
+Robust under load: no timing assertions; every wait is bounded by the group's timeout
+(generous, since a rank may be compiling a graph while the other waits for it)."""
+
+import datetime
+import os
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import ember
+
+WORLD = 2
+TIMEOUT = datetime.timedelta(seconds=120)
+EMBER = torch.device("ember")
+
+
+def _spawn(fn, tmp_path, *args):
+    store = str(tmp_path / "store")
+    mp.spawn(fn, args=(store, *args), nprocs=WORLD, join=True)
+
+
+def _init(rank, store, backend):
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message=".*is deprecated. Please use", category=FutureWarning)
+    dist.init_process_group(
+        backend, init_method=f"file://{store}", rank=rank, world_size=WORLD, timeout=TIMEOUT
+    )
+
+
+def _same(ember_tensor, cpu_tensor, what):
+    got = ember_tensor.cpu()
+    assert got.dtype == cpu_tensor.dtype, (what, got.dtype, cpu_tensor.dtype)
+    assert torch.equal(got, cpu_tensor), f"{what}: ember {got} != cpu {cpu_tensor}"
+
+
+def _collectives(rank, group, name):
+    """Each collective on ember tensors against the same one on CPU tensors."""
+    W = WORLD
+
+    def value(shape=(3, 4), dtype=torch.float32):
+        # A pending ember value (a program not yet run) and its CPU twin.
+        n = 1
+        for s in shape:
+            n *= s
+        cpu = (torch.arange(n, dtype=torch.float32).reshape(shape) * (rank + 1) + rank).to(dtype)
+        e = (
+            torch.arange(n, dtype=torch.float32, device=EMBER).reshape(shape) * (rank + 1) + rank
+        ).to(dtype)
+        return e, cpu
+
+    for op in (dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.PRODUCT):
+        e, c = value()
+        dist.all_reduce(e, op=op, group=group)
+        dist.all_reduce(c, op=op, group=group)
+        _same(e, c, f"{name} all_reduce {op}")
+    # gloo has no AVG: ember computes SUM / world size.
+    e, c = value()
+    dist.all_reduce(e, op=dist.ReduceOp.AVG, group=group)
+    dist.all_reduce(c, group=group)
+    _same(e, c / W, f"{name} all_reduce AVG")
+    for dtype in (torch.bfloat16, torch.float16, torch.int64):
+        e, c = value(dtype=dtype)
+        dist.all_reduce(e, group=group)
+        dist.all_reduce(c, group=group)
+        _same(e, c, f"{name} all_reduce {dtype}")
+
+    # An input whose program is queued (in flight) when the collective reads it.
+    e, c = value()
+    e = e * 2
+    ember.sync(wait=False)
+    dist.all_reduce(e, group=group)
+    dist.all_reduce(c, group=group)
+    _same(e, c * 2, f"{name} all_reduce of an in-flight value")
+    # The result feeds later traced ops.
+    _same(e + 1, c * 2 + 1, f"{name} ops traced on a collective's result")
+
+    # Pending in-place updates are applied before the collective reads its buffer.
+    buf = torch.zeros(2, 16, device=EMBER)
+    t = torch.arange(16.0, device=EMBER) + rank
+    buf[0, :12] = t[:12]
+    dist.all_reduce(buf, group=group)
+    want = torch.zeros(2, 16)
+    want[0, :12] = sum(torch.arange(12.0) + r for r in range(W))
+    _same(buf, want, f"{name} all_reduce after a pending in-place write")
+    # A collective on a view writes through to its base.
+    base = torch.zeros(2, 4, device=EMBER)
+    row = base[1]
+    row.add_(rank + 1)
+    dist.all_reduce(row, group=group)
+    _same(base, torch.tensor([[0.0] * 4, [3.0] * 4]), f"{name} all_reduce of a view")
+
+    for src in range(W):
+        e, c = value()
+        dist.broadcast(e, src=src, group=group)
+        dist.broadcast(c, src=src, group=group)
+        _same(e, c, f"{name} broadcast from {src}")
+
+    e, c = value()
+    outs_e = [torch.empty(3, 4, device=EMBER) for _ in range(W)]
+    outs_c = [torch.empty(3, 4) for _ in range(W)]
+    dist.all_gather(outs_e, e, group=group)
+    dist.all_gather(outs_c, c, group=group)
+    for i in range(W):
+        _same(outs_e[i], outs_c[i], f"{name} all_gather [{i}]")
+
+    # all_gather_into_tensor / reduce_scatter_tensor: torch 2.13's deprecated names of
+    # all_gather_single / reduce_scatter_single (FSDP2 still calls them).
+    for gather in (dist.all_gather_single, dist.all_gather_into_tensor):
+        e, c = value()
+        out_e = torch.empty(3 * W, 4, device=EMBER)
+        out_c = torch.empty(3 * W, 4)
+        gather(out_e, e, group=group)
+        gather(out_c, c, group=group)
+        _same(out_e, out_c, f"{name} {gather.__name__}")
+
+    for scatter in (dist.reduce_scatter_single, dist.reduce_scatter_tensor):
+        e, c = value((W * 2, 3))
+        out_e = torch.empty(2, 3, device=EMBER)
+        out_c = torch.empty(2, 3)
+        scatter(out_e, e, group=group)
+        scatter(out_c, c, group=group)
+        _same(out_e, out_c, f"{name} {scatter.__name__}")
+        scatter(out_e, e, op=dist.ReduceOp.AVG, group=group)
+        _same(out_e, out_c / W, f"{name} {scatter.__name__} AVG")
+
+    e, c = value((W, 5))
+    out_e = torch.empty(5, device=EMBER)
+    out_c = torch.empty(5)
+    dist.reduce_scatter(out_e, list(e.unbind(0)), group=group)
+    dist.reduce_scatter(out_c, list(c.unbind(0)), group=group)
+    _same(out_e, out_c, f"{name} reduce_scatter")
+
+    e, c = value((W * 3,))
+    out_e = torch.empty(W * 3, device=EMBER)
+    out_c = torch.empty(W * 3)
+    dist.all_to_all_single(out_e, e, group=group)
+    dist.all_to_all_single(out_c, c, group=group)
+    _same(out_e, out_c, f"{name} all_to_all_single")
+    # Uneven splits: rank r sends r + 1 elements to every peer.
+    e, c = value((W * (rank + 1),))
+    out_e = torch.empty(sum(r + 1 for r in range(W)), device=EMBER)
+    out_c = torch.empty_like(out_e, device="cpu")
+    splits_in = [rank + 1] * W
+    splits_out = [r + 1 for r in range(W)]
+    dist.all_to_all_single(out_e, e, splits_out, splits_in, group=group)
+    dist.all_to_all_single(out_c, c, splits_out, splits_in, group=group)
+    _same(out_e, out_c, f"{name} all_to_all_single with uneven splits")
+
+    dist.barrier(group=group)
+
+    # send/recv: rank 0 sends to rank 1, which sends its sum back.
+    peer = 1 - rank
+    gpeer = dist.get_global_rank(group, peer) if group is not None else peer
+    e, c = value((4,))
+    box = torch.zeros(4, device=EMBER)
+    if rank == 0:
+        dist.send(e, gpeer, group=group)
+        dist.recv(box, gpeer, group=group)
+        _same(box, c + (torch.arange(4.0) * 2 + 1), f"{name} send/recv")
+    else:
+        dist.recv(box, gpeer, group=group)
+        dist.send(box + e, gpeer, group=group)
+        _same(box, torch.arange(4.0), f"{name} recv")
+
+    # async_op=True: Work handles; their futures hold the ember tensors.
+    (e1, c1), (e2, c2) = value(), value((5,))
+    w1 = dist.all_reduce(e1, group=group, async_op=True)
+    w2 = dist.all_reduce(e2, op=dist.ReduceOp.MAX, group=group, async_op=True)
+    w2.wait()
+    w1.wait()
+    assert w1.is_completed() and w2.is_completed()
+    (fut_value,) = w1.get_future().value()
+    assert fut_value.device.type == "ember"
+    dist.all_reduce(c1, group=group)
+    dist.all_reduce(c2, op=dist.ReduceOp.MAX, group=group)
+    _same(e1, c1, f"{name} async all_reduce")
+    _same(fut_value, c1, f"{name} async all_reduce's future")
+    _same(e2, c2, f"{name} async all_reduce MAX")
+
+
+def _collectives_worker(rank, store):
+    _init(rank, store, "ember")
+    assert dist.get_backend() == "ember"
+    _collectives(rank, None, "ember")
+    for backend in ("cpu:gloo,ember:ember", "gloo"):
+        group = dist.new_group(backend=backend, timeout=TIMEOUT)
+        _collectives(rank, group, backend)
+    dist.destroy_process_group()
+
+
+def test_collectives_match_cpu(tmp_path):
+    _spawn(_collectives_worker, tmp_path)
+
+
+# ----------------------------------------------------------------------------- DDP
+BATCH = 8  # the combined batch; each rank trains on BATCH // WORLD samples of it
+STEPS = 3
+LR = 0.5  # large, so that a gradient missing its all-reduce shows
+
+
+def _mlp(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+
+
+def _batches():
+    g = torch.Generator().manual_seed(1234)
+    return [
+        (torch.randn(BATCH, 6, generator=g), torch.randn(BATCH, 3, generator=g))
+        for _ in range(STEPS)
+    ]
+
+
+def _ddp_worker(rank, store, backend):
+    _init(rank, store, backend)
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    lo, hi = rank * BATCH // WORLD, (rank + 1) * BATCH // WORLD
+    # Different initial parameters per rank: DDP broadcasts rank 0's.
+    ember_model = DDP(_mlp(seed=rank).to(EMBER), bucket_cap_mb=1e-4)  # several buckets
+    cpu_model = DDP(_mlp(seed=rank))
+    single = _mlp(seed=0)
+    for p, q in zip(ember_model.parameters(), single.parameters()):
+        _same(p, q.detach(), "DDP's initial broadcast")
+    opts = [torch.optim.SGD(m.parameters(), lr=LR) for m in (ember_model, cpu_model, single)]
+    loss_fn = torch.nn.functional.mse_loss
+    for step, (x, y) in enumerate(_batches()):
+        for o in opts:
+            o.zero_grad()
+        loss_fn(ember_model(x[lo:hi].to(EMBER)), y[lo:hi].to(EMBER)).backward()
+        loss_fn(cpu_model(x[lo:hi]), y[lo:hi]).backward()
+        loss_fn(single(x), y).backward()
+        for (n, p), q, s in zip(
+            ember_model.named_parameters(), cpu_model.parameters(), single.parameters()
+        ):
+            g = p.grad.cpu()
+            torch.testing.assert_close(g, q.grad, msg=lambda m: f"step {step} {n} vs CPU DDP: {m}")
+            torch.testing.assert_close(g, s.grad, msg=lambda m: f"step {step} {n} vs single: {m}")
+        for o in opts:
+            o.step()
+        # Parameters stay bit-identical across ranks.
+        flat = torch.cat([p.detach().reshape(-1) for p in ember_model.parameters()])
+        gathered = [torch.empty_like(flat) for _ in range(WORLD)]
+        dist.all_gather(gathered, flat)
+        for r in range(1, WORLD):
+            _same(gathered[r], gathered[0].cpu(), f"step {step}: parameters of rank {r} vs 0")
+        for p, s in zip(ember_model.parameters(), single.parameters()):
+            torch.testing.assert_close(
+                p.detach().cpu(), s.detach(), msg=lambda m: f"step {step}: {m}"
+            )
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("backend", ["ember", "gloo"])
+def test_ddp_matches_single_process_and_cpu_ddp(tmp_path, backend):
+    _spawn(_ddp_worker, tmp_path, backend)
+
+
+def test_backend_is_registered_for_ember():
+    assert "ember" in dist.Backend.backend_list
+    assert dist.Backend.default_device_backend_map["ember"] == "ember"
+    assert dist.Backend.default_device_backend_map["cpu"] == "gloo"
+    assert os.environ.get("EMBER_CACHE_DIR")  # spawned ranks share the session's cache
