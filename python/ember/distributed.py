@@ -33,7 +33,6 @@ gloo lacks PREMUL_SUM: it raises gloo's error. Dtypes: whatever gloo supports fo
 op on CPU tensors (float16 and bfloat16 included); anything else raises gloo's error.
 """
 
-import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import (
     ProcessGroup,
@@ -41,6 +40,8 @@ from torch._C._distributed_c10d import (
     Work,
     _create_work_from_future,
 )
+
+import torch
 
 # Ops whose first argument is read as well as written (the rest write it only).
 _READ_WRITE = {"allreduce_", "allreduce_coalesced_", "broadcast_", "reduce_"}

@@ -11,12 +11,11 @@ import datetime
 import os
 import warnings
 
-import pytest
-import torch
+import ember
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-import ember
+import torch
 
 WORLD = 2
 TIMEOUT = datetime.timedelta(seconds=120)
@@ -47,15 +46,13 @@ def _collectives(rank, group, name):
     W = WORLD
 
     def value(shape=(3, 4), dtype=torch.float32):
-        # A pending ember value (a program not yet run) and its CPU twin.
+        """A rank-dependent ember tensor (device data: no program to compile) and its CPU
+        twin; the cases below that need pending or in-flight inputs make their own."""
         n = 1
         for s in shape:
             n *= s
         cpu = (torch.arange(n, dtype=torch.float32).reshape(shape) * (rank + 1) + rank).to(dtype)
-        e = (
-            torch.arange(n, dtype=torch.float32, device=EMBER).reshape(shape) * (rank + 1) + rank
-        ).to(dtype)
-        return e, cpu
+        return cpu.to(EMBER), cpu
 
     for op in (dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.PRODUCT):
         e, c = value()
@@ -73,7 +70,12 @@ def _collectives(rank, group, name):
         dist.all_reduce(c, group=group)
         _same(e, c, f"{name} all_reduce {dtype}")
 
-    # An input whose program is queued (in flight) when the collective reads it.
+    # An input computed by a pending program, and one by a queued (in-flight) program.
+    e, c = value()
+    e = e * 2
+    dist.all_reduce(e, group=group)
+    dist.all_reduce(c, group=group)
+    _same(e, c * 2, f"{name} all_reduce of a pending value")
     e, c = value()
     e = e * 2
     ember.sync(wait=False)
@@ -155,6 +157,25 @@ def _collectives(rank, group, name):
     dist.all_to_all_single(out_c, c, splits_out, splits_in, group=group)
     _same(out_e, out_c, f"{name} all_to_all_single with uneven splits")
 
+    # reduce, gather and scatter, to rank 1 / from rank 1.
+    root = dist.get_global_rank(group, 1) if group is not None else 1
+    e, c = value()
+    dist.reduce(e, root, group=group)
+    dist.reduce(c, root, group=group)
+    _same(e, c, f"{name} reduce")
+    e, c = value()
+    outs_e = [torch.empty(3, 4, device=EMBER) for _ in range(W)] if rank == 1 else None
+    outs_c = [torch.empty(3, 4) for _ in range(W)] if rank == 1 else None
+    dist.gather(e, outs_e, dst=root, group=group)
+    dist.gather(c, outs_c, dst=root, group=group)
+    for i in range(W if rank == 1 else 0):
+        _same(outs_e[i], outs_c[i], f"{name} gather [{i}]")
+    e, c = value((W, 3))
+    out_e, out_c = torch.empty(3, device=EMBER), torch.empty(3)
+    dist.scatter(out_e, list(e.unbind(0)) if rank == 1 else None, src=root, group=group)
+    dist.scatter(out_c, list(c.unbind(0)) if rank == 1 else None, src=root, group=group)
+    _same(out_e, out_c, f"{name} scatter")
+
     dist.barrier(group=group)
 
     # send/recv: rank 0 sends to rank 1, which sends its sum back.
@@ -220,17 +241,16 @@ def _batches():
     ]
 
 
-def _ddp_worker(rank, store, backend):
-    _init(rank, store, backend)
+def _train_ddp(rank, group, name):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     lo, hi = rank * BATCH // WORLD, (rank + 1) * BATCH // WORLD
     # Different initial parameters per rank: DDP broadcasts rank 0's.
-    ember_model = DDP(_mlp(seed=rank).to(EMBER), bucket_cap_mb=1e-4)  # several buckets
-    cpu_model = DDP(_mlp(seed=rank))
+    ember_model = DDP(_mlp(seed=rank).to(EMBER), process_group=group, bucket_cap_mb=1e-4)
+    cpu_model = DDP(_mlp(seed=rank), process_group=group)
     single = _mlp(seed=0)
     for p, q in zip(ember_model.parameters(), single.parameters()):
-        _same(p, q.detach(), "DDP's initial broadcast")
+        _same(p, q.detach(), f"{name}: DDP's initial broadcast")
     opts = [torch.optim.SGD(m.parameters(), lr=LR) for m in (ember_model, cpu_model, single)]
     loss_fn = torch.nn.functional.mse_loss
     for step, (x, y) in enumerate(_batches()):
@@ -239,30 +259,38 @@ def _ddp_worker(rank, store, backend):
         loss_fn(ember_model(x[lo:hi].to(EMBER)), y[lo:hi].to(EMBER)).backward()
         loss_fn(cpu_model(x[lo:hi]), y[lo:hi]).backward()
         loss_fn(single(x), y).backward()
-        for (n, p), q, s in zip(
-            ember_model.named_parameters(), cpu_model.parameters(), single.parameters()
-        ):
+        params = zip(ember_model.named_parameters(), cpu_model.parameters(), single.parameters())
+        for (n, p), q, s in params:
+            what = f"{name} step {step} {n}.grad"
             g = p.grad.cpu()
-            torch.testing.assert_close(g, q.grad, msg=lambda m: f"step {step} {n} vs CPU DDP: {m}")
-            torch.testing.assert_close(g, s.grad, msg=lambda m: f"step {step} {n} vs single: {m}")
+            torch.testing.assert_close(g, q.grad, msg=lambda m, w=what: f"{w} vs CPU DDP: {m}")
+            torch.testing.assert_close(g, s.grad, msg=lambda m, w=what: f"{w} vs single: {m}")
         for o in opts:
             o.step()
         # Parameters stay bit-identical across ranks.
         flat = torch.cat([p.detach().reshape(-1) for p in ember_model.parameters()])
         gathered = [torch.empty_like(flat) for _ in range(WORLD)]
-        dist.all_gather(gathered, flat)
+        dist.all_gather(gathered, flat, group=group)
         for r in range(1, WORLD):
-            _same(gathered[r], gathered[0].cpu(), f"step {step}: parameters of rank {r} vs 0")
+            _same(gathered[r], gathered[0].cpu(), f"{name} step {step}: parameters of rank {r}")
         for p, s in zip(ember_model.parameters(), single.parameters()):
+            what = f"{name} step {step}: parameters vs single"
             torch.testing.assert_close(
-                p.detach().cpu(), s.detach(), msg=lambda m: f"step {step}: {m}"
+                p.detach().cpu(), s.detach(), msg=lambda m, w=what: f"{w}: {m}"
             )
+
+
+def _ddp_worker(rank, store):
+    _init(rank, store, "ember")
+    _train_ddp(rank, None, "ember")
+    _train_ddp(rank, dist.new_group(backend="gloo", timeout=TIMEOUT), "gloo")
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("backend", ["ember", "gloo"])
-def test_ddp_matches_single_process_and_cpu_ddp(tmp_path, backend):
-    _spawn(_ddp_worker, tmp_path, backend)
+def test_ddp_matches_single_process_and_cpu_ddp(tmp_path):
+    """DDP over an "ember" group and over a plain "gloo" group: several gradient buckets,
+    a large learning rate."""
+    _spawn(_ddp_worker, tmp_path)
 
 
 def test_backend_is_registered_for_ember():
