@@ -1,5 +1,6 @@
 """The module torch looks up by name for the ``ember`` device
-(``torch._register_device_module``): device count, RNG, AMP dtypes, memory statistics."""
+(``torch._register_device_module``): device count, RNG, AMP dtypes, memory statistics,
+streams and events (``ember/streams.py``)."""
 
 import torch
 
@@ -11,6 +12,14 @@ from .memory import (  # noqa: F401  (torch.ember.memory_allocated(), ...)
     memory_summary,
     reset_max_memory_allocated,
     reset_peak_memory_stats,
+)
+from .streams import (  # noqa: F401  (torch.ember.Stream, Event, current_stream(), ...)
+    Event,
+    Stream,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
 )
 
 

@@ -199,6 +199,42 @@ def _ember_results(host_results, written):
     return [swap(r) for r in host_results]
 
 
+# ----------------------------------------------------------------- FSDP2's custom ops
+# FSDP2 (torch.distributed.fsdp.fully_shard) copies parameters in and out of its flat
+# communication buffers with ops of its own library "fsdp". Two write an `out=` argument
+# (alias annotation `Tensor(a!)`), which torch's Functionalize fallback refuses, and
+# all_gather_copy_in writes into a view of its second argument, which the fallback would
+# run on unwrapped tensors. Their Functionalize kernels below do the same on ember
+# tensors through functionalization (views and in-place copies), as their CPU kernels do.
+def _fsdp_all_gather_copy_in(inputs, output, split_sizes, input_numel, rank):
+    gather_input = output.narrow(0, input_numel * rank, input_numel)
+    with torch.no_grad():
+        torch._foreach_copy_(list(torch.split(gather_input, list(split_sizes))), list(inputs))
+    return gather_input, output
+
+
+def _fsdp_split_with_sizes_copy(gathered, split_sizes, dim=0, *, out):
+    with torch.no_grad():
+        for dst, src in zip(out, torch.split(gathered, list(split_sizes), dim=dim), strict=True):
+            dst.copy_(src)
+
+
+def _fsdp_chunk_cat(tensors, dim, num_chunks, *, out):
+    with torch.no_grad():
+        out.copy_(torch._chunk_cat(list(tensors), dim, num_chunks))
+
+
+_FSDP_LIB = []
+
+
+def _install_fsdp_kernels():
+    lib = torch.library.Library("fsdp", "IMPL")
+    lib.impl("all_gather_copy_in", _fsdp_all_gather_copy_in, "Functionalize")
+    lib.impl("split_with_sizes_copy", _fsdp_split_with_sizes_copy, "Functionalize")
+    lib.impl("chunk_cat", _fsdp_chunk_cat, "Functionalize")
+    _FSDP_LIB.append(lib)
+
+
 _LIB = None
 
 
@@ -216,3 +252,8 @@ def install():
         if namespace != "c10d" or name == "check_for_nan":
             continue
         _LIB.impl(name, _kernel(name), "Functionalize")
+    from . import _post_import
+
+    _post_import.when_imported(
+        "torch.distributed.fsdp._fully_shard._fsdp_collectives", _install_fsdp_kernels
+    )
