@@ -199,6 +199,47 @@ def _ember_results(host_results, written):
     return [swap(r) for r in host_results]
 
 
+# ------------------------------------------------ functional collectives (_c10d_functional)
+# torch.distributed._functional_collectives (DTensor's redistribute, full_tensor(), tensor
+# parallel) issue ops of library "_c10d_functional" that return new tensors and are
+# completed by wait_tensor. On ember tensors their Functionalize kernel below runs the
+# same op on host copies, waits for it, and returns ember tensors (in-place and out=
+# variants write into their ember argument): already complete, so wait_tensor of an ember
+# tensor returns it as is. Same order rule as the c10d ops above.
+def _functional_kernel(name):
+    op = getattr(torch.ops._c10d_functional, name).default
+    schema = op._schema
+    written = {
+        a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write
+    }
+    names = [a.name for a in schema.arguments]
+
+    def kernel(*args, **kwargs):
+        if not any(_has_ember(a) for a in (*args, *kwargs.values())):
+            return _below_functionalize(op, args, kwargs)
+        if name == "wait_tensor":
+            return args[0]
+        pairs = []
+        host_args = [
+            _stage(a, True, pairs if names[i] in written else None) for i, a in enumerate(args)
+        ]
+        host_kwargs = {
+            k: _stage(v, True, pairs if k in written else None) for k, v in kwargs.items()
+        }
+        out = op(*host_args, **host_kwargs)
+        results = out if isinstance(out, (list, tuple)) else [out]
+        for r in results:
+            torch.ops._c10d_functional.wait_tensor(r)
+        with torch.no_grad():
+            for target, host in pairs:
+                target.copy_(host)
+            back = {id(host): target for target, host in pairs}
+            ember = [back.get(id(r)) or r.to(_EMBER) for r in results]
+        return ember if isinstance(out, (list, tuple)) else ember[0]
+
+    return kernel
+
+
 # ----------------------------------------------------------------- FSDP2's custom ops
 # FSDP2 (torch.distributed.fsdp.fully_shard) copies parameters in and out of its flat
 # communication buffers with ops of its own library "fsdp". Two write an `out=` argument
@@ -236,6 +277,7 @@ def _install_fsdp_kernels():
 
 
 _LIB = None
+_FUNCTIONAL_LIB = []
 
 
 def install():
@@ -252,6 +294,11 @@ def install():
         if namespace != "c10d" or name == "check_for_nan":
             continue
         _LIB.impl(name, _kernel(name), "Functionalize")
+    _FUNCTIONAL_LIB.append(torch.library.Library("_c10d_functional", "IMPL"))
+    for qualified in sorted(torch._C._dispatch_get_all_op_names()):
+        namespace, _, name = qualified.partition("::")
+        if namespace == "_c10d_functional":
+            _FUNCTIONAL_LIB[0].impl(name, _functional_kernel(name), "Functionalize")
     from . import _post_import
 
     _post_import.when_imported(

@@ -1,6 +1,9 @@
 // Tracing (docs/architecture.md, "Tracing"): the boxed PrivateUse1 kernel that turns
 // each op call on ember tensors into a lazy Node whose outputs' metadata comes from Meta
 // inference (meta.h), or runs the call eagerly (eager.h).
+#include <ATen/FunctionalTensorWrapper.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -41,10 +44,39 @@ bool call_draws(const c10::FunctionSchema& schema, const std::vector<c10::IValue
   return true;
 }
 
+// Below a tensor subclass's __torch_dispatch__ (DTensor's local ops, FSDP2's sharded
+// parameters) torch excludes every dispatch key above Python, Functionalize included, so
+// a mutating op on functional ember tensors arrives here with the wrappers themselves.
+// Such a call goes back through functionalization (Functionalize re-enabled for it, all
+// else as the caller had it), as the same call from outside the subclass would.
+bool redispatch_through_functionalize(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::Functionalize)) return false;
+  const auto& schema = op.schema();
+  if (!schema.is_mutable()) return false;
+  const size_t n = schema.arguments().size();
+  bool functional = false;
+  for (size_t i = stack->size() - n; i < stack->size() && !functional; ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      functional = at::functionalization::impl::isFunctionalTensor(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList())
+        functional = functional || at::functionalization::impl::isFunctionalTensor(t);
+    }
+  }
+  if (!functional) return false;
+  const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
+  c10::impl::ForceDispatchKeyGuard guard(tls.included_,
+                                         tls.excluded_.remove(c10::DispatchKey::Functionalize));
+  op.callBoxed(stack);
+  return true;
+}
+
 }  // namespace
 
 void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   check_not_forked();
+  if (redispatch_through_functionalize(op, stack)) return;
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   std::vector<c10::IValue> args = pop_args(op, stack);

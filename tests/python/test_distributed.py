@@ -298,3 +298,56 @@ def test_backend_is_registered_for_ember():
     assert dist.Backend.default_device_backend_map["ember"] == "ember"
     assert dist.Backend.default_device_backend_map["cpu"] == "gloo"
     assert os.environ.get("EMBER_CACHE_DIR")  # spawned ranks share the session's cache
+
+
+# --------------------------------------------------------------------------- FSDP2
+def _fsdp_worker(rank, store):
+    """fully_shard on a 2-rank "ember" mesh against a single-process run on the combined
+    batch; also functional collectives and DTensor.full_tensor() (their all-gather)."""
+    _init(rank, store, "ember")
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    x = torch.arange(4.0) + rank
+    got = funcol.all_reduce(x.to(EMBER), "sum", dist.group.WORLD)
+    _same(got, torch.arange(4.0) * 2 + 1, "funcol.all_reduce")
+    got = funcol.all_gather_tensor(x.to(EMBER), 0, dist.group.WORLD)
+    _same(got, torch.cat([torch.arange(4.0), torch.arange(4.0) + 1]), "funcol.all_gather_tensor")
+
+    mesh = init_device_mesh("ember", (WORLD,))
+    model = _mlp(seed=0).to(EMBER)
+    single = _mlp(seed=0)
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    for p, s in zip(model.parameters(), single.parameters()):
+        # dim-0 shards: rank r holds rows [r * ceil(n / 2), ...)
+        rows = -(-s.shape[0] // WORLD)
+        want = s.detach()[rank * rows : (rank + 1) * rows]
+        _same(p._local_tensor, want, "fully_shard's local shard")
+    opts = [torch.optim.SGD(m.parameters(), lr=LR) for m in (model, single)]
+    lo, hi = rank * BATCH // WORLD, (rank + 1) * BATCH // WORLD
+    loss_fn = torch.nn.functional.mse_loss
+    for step, (x, y) in enumerate(_batches()):
+        for o in opts:
+            o.zero_grad()
+        loss_fn(model(x[lo:hi].to(EMBER)), y[lo:hi].to(EMBER)).backward()
+        loss_fn(single(x), y).backward()
+        for p, s in zip(model.parameters(), single.parameters()):
+            what = f"FSDP2 step {step}: gradient vs single"
+            torch.testing.assert_close(
+                p.grad.full_tensor().cpu(), s.grad, msg=lambda m, w=what: f"{w}: {m}"
+            )
+        for o in opts:
+            o.step()
+        for p, s in zip(model.parameters(), single.parameters()):
+            what = f"FSDP2 step {step}: parameters vs single"
+            torch.testing.assert_close(
+                p.full_tensor().cpu(), s.detach(), msg=lambda m, w=what: f"{w}: {m}"
+            )
+    dist.destroy_process_group()
+
+
+def test_fsdp2_matches_single_process(tmp_path):
+    _spawn(_fsdp_worker, tmp_path)
