@@ -351,3 +351,50 @@ def _fsdp_worker(rank, store):
 
 def test_fsdp2_matches_single_process(tmp_path):
     _spawn(_fsdp_worker, tmp_path)
+
+
+# ------------------------------------------------------------- single-process pieces
+class _LocalWrapper(torch.Tensor):
+    """A wrapper subclass over an ember tensor that runs every op on the wrapped tensor
+    from its __torch_dispatch__, as DTensor does with its local tensor."""
+
+    @staticmethod
+    def __new__(cls, t):
+        return torch.Tensor._make_wrapper_subclass(cls, t.shape, dtype=t.dtype, device=t.device)
+
+    def __init__(self, t):
+        self.t = t
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        def unwrap(x):
+            return x.t if isinstance(x, _LocalWrapper) else x
+
+        return func(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in (kwargs or {}).items()})
+
+
+def test_in_place_op_below_a_subclass_writes_through_a_view():
+    # torch runs __torch_dispatch__'s ops with Functionalize excluded; the in-place add on
+    # a view must still reach functionalization and write into the base.
+    base = torch.zeros(8, device=EMBER)
+    _LocalWrapper(base[2:6]).add_(_LocalWrapper(torch.ones(4, device=EMBER)))
+    assert base.cpu().tolist() == [0, 0, 1, 1, 1, 1, 0, 0]
+
+
+def test_streams_and_events_of_the_one_stream():
+    s = torch.ember.Stream(priority=-1)
+    assert s.priority == -1 and s.device == torch.device("ember", 0)
+    assert torch.ember.current_stream() == torch.ember.default_stream()
+    with torch.ember.stream(s):
+        assert torch.ember.current_stream() is s
+    assert torch.ember.current_stream() is not s
+    y = torch.arange(4.0, device=EMBER) * 3
+    s.wait_stream(torch.ember.current_stream())
+    e = torch.ember.Event()
+    assert e.record() is None
+    s.wait_event(e)
+    e.synchronize()  # waits for every queued program: y's value is computed
+    before = ember.metrics.counters()["syncs"]
+    assert y.cpu().tolist() == [0.0, 3.0, 6.0, 9.0]
+    assert ember.metrics.counters()["syncs"] == before
+    assert s.record_event().query()
