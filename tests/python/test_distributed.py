@@ -303,7 +303,8 @@ def test_backend_is_registered_for_ember():
 # --------------------------------------------------------------------------- FSDP2
 def _fsdp_worker(rank, store):
     """fully_shard on a 2-rank "ember" mesh against a single-process run on the combined
-    batch; also functional collectives and DTensor.full_tensor() (their all-gather)."""
+    batch; ColwiseParallel/RowwiseParallel against the unsharded model; functional
+    collectives and DTensor.full_tensor() (their all-gather)."""
     _init(rank, store, "ember")
     import torch.distributed._functional_collectives as funcol
     from torch.distributed.device_mesh import init_device_mesh
@@ -346,10 +347,32 @@ def _fsdp_worker(rank, store):
             torch.testing.assert_close(
                 p.full_tensor().cpu(), s.detach(), msg=lambda m, w=what: f"{w}: {m}"
             )
+
+    # Tensor parallel on the same mesh: the first Linear column-sharded, the second
+    # row-sharded; output and gradients against the unsharded model.
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    tp = parallelize_module(
+        _mlp(seed=0).to(EMBER), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()}
+    )
+    whole = _mlp(seed=0)
+    x, y = _batches()[0]
+    out = tp(x.to(EMBER))
+    loss_fn(out, y.to(EMBER)).backward()
+    want = whole(x)
+    loss_fn(want, y).backward()
+    torch.testing.assert_close(out.cpu(), want)
+    for p, s in zip(tp.parameters(), whole.parameters()):
+        assert p._local_tensor.numel() < s.numel() or s.dim() == 1
+        torch.testing.assert_close(p.grad.full_tensor().cpu(), s.grad)
     dist.destroy_process_group()
 
 
-def test_fsdp2_matches_single_process(tmp_path):
+def test_fsdp2_and_tensor_parallel_match_a_single_process(tmp_path):
     _spawn(_fsdp_worker, tmp_path)
 
 
