@@ -78,6 +78,8 @@ from . import dynamo  # noqa: E402  (torch.compile(backend="ember"))
 from . import _post_import  # noqa: E402
 from . import checkpoint  # noqa: E402  (torch.utils.checkpoint's recompute kept apart)
 from . import distributed  # noqa: E402  (c10d backend "ember", collectives on ember tensors)
+from .exporting import export  # noqa: E402  (artifacts for ember::LoadModel)
+from .export_stablehlo import export_stablehlo  # noqa: E402  (StableHLO MLIR text)
 
 # Programs still queued at interpreter exit run to completion (a pending torch.save's
 # values included) before the process ends.
@@ -156,6 +158,8 @@ __all__ = [
     "synchronize",
     "pending_graph",
     "data",
+    "export",
+    "export_stablehlo",
 ]
 
 

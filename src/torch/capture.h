@@ -54,6 +54,7 @@ class CapturedProgram {
   int64_t runs() const { return runs_; }
 
  private:
+  friend struct CapturedProgramAccess;  // src/export/export_program.cpp (ember.export)
   struct Source {  // a graph input or output: a view of FX input `fx`, or `constant`
     int fx = -1;
     int root = -1;  // outputs: root index of the program's results

@@ -7,6 +7,7 @@
 
 #include <unordered_map>
 
+#include "../export/program.h"
 #include "bridge.h"
 #include "capture.h"
 #include "donation.h"
@@ -348,6 +349,24 @@ PYBIND11_MODULE(_C, m) {
           }
           return py::make_tuple(p ? py::cast(p) : py::none(), why);
         });
+  // ember.export (ember/export.py, src/export/program.h).
+  m.def("export_parts", [](const std::shared_ptr<CapturedProgram>& p) {
+    exporting::ExportedParts r = exporting::export_parts(*p);
+    return py::make_tuple(r.program, r.ir, r.constants, r.schemas);
+  });
+  m.def(
+      "export_compile",
+      [](const std::string& ir, const std::string& program, const std::string& target, bool fast,
+         bool vector_math) {
+        exporting::KernelTarget t;
+        t.name = target;
+        t.fast = fast;
+        t.vector_math = vector_math;
+        auto exe = exporting::compile_program(ir, exporting::Program::Parse(program), t);
+        return exporting::kernel_files(*exe);
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("export_cpu_features", &exporting::native_cpu_features);
   m.def(
       "data_of",
       [](const at::Tensor& t) {
