@@ -382,12 +382,23 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     for (NodeId op : g.node(id).operands) live[op] = true;
   }
 
+  // An element of an extern's tuple result is read in place by its readers (a slot
+  // read with a tuple index), not copied out by an interpreted step; one that is a
+  // graph output keeps its own slot.
+  std::vector<bool> read_through(n, false);
+  for (NodeId id = 0; id < n; ++id) {
+    const Node& node = g.node(id);
+    read_through[id] =
+        live[id] && node.op == OpKind::kGetTupleElement && is_extern(g.node(node.operands[0]));
+  }
+  for (NodeId o : g.outputs()) read_through[o] = false;
+
   // 2. Groups.
   std::vector<Group> groups;
   std::vector<int> group_of(n, -1);
   for (NodeId id = 0; id < n; ++id) {
     const Node& node = g.node(id);
-    if (!live[id] || node.op == OpKind::kParameter) continue;
+    if (!live[id] || node.op == OpKind::kParameter || read_through[id]) continue;
     if (is_extern(node)) {
       groups.push_back(Group{GroupKind::kExtern, {id}});
     } else if (cpu && node.op == OpKind::kFusion) {
@@ -411,6 +422,11 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   // 3. Slots. A value needs a slot if it is a parameter, an output, or read
   // from another group.
   std::vector<int> slot_of(n, -1);
+  auto read_of = [&](NodeId v) {
+    if (!read_through[v]) return SlotRead{slot_of[v], -1};
+    const Node& gte = g.node(v);
+    return SlotRead{slot_of[gte.operands[0]], static_cast<int>(attr::Index(gte))};
+  };
   std::vector<std::string> slot_names;
   for (int p = 0; p < num_params; ++p) {
     slot_of[g.parameters()[p]] = p;
@@ -425,7 +441,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     }
   }
   for (NodeId id = 0; id < n; ++id) {
-    if (needs_slot[id] && slot_of[id] < 0) {
+    if (needs_slot[id] && slot_of[id] < 0 && !read_through[id]) {
       slot_of[id] = static_cast<int>(slot_names.size());
       slot_names.push_back(NodeRef(id));
     }
@@ -460,7 +476,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
       }
       step.kernel = *kernel;
       step.extern_node = node;
-      for (NodeId op : node.operands) step.reads.push_back(SlotRead{slot_of[op], -1});
+      for (NodeId op : node.operands) step.reads.push_back(read_of(op));
       step.writes.push_back(slot_of[node.id]);
       steps.push_back(std::move(step));
       continue;
@@ -494,7 +510,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
         if (group_of[op] == static_cast<int>(gi)) {
           ops.push_back(local.at(op));
         } else {
-          ops.push_back(param_for(op, SlotRead{slot_of[op], -1}, g.node(op).shape));
+          ops.push_back(param_for(op, read_of(op), g.node(op).shape));
         }
       }
       if (grp.kind == GroupKind::kFusionSet) {
@@ -585,7 +601,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
         st.reads.clear();
         st.read_nodes.clear();
         for (NodeId op : fn.operands) {
-          st.reads.push_back(SlotRead{slot_of[op], -1});
+          st.reads.push_back(read_of(op));
           st.read_nodes.push_back(op);
         }
       }

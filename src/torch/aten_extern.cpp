@@ -30,11 +30,15 @@ ExternError& extern_error() {
 ember::Status run_extern(const ExternState& es, ember::ExternCall& call) {
   try {
     AtenStepIO io;
+    // torch's `flexible_layout` tag: the op takes inputs of any strides, so it reads the
+    // row-major buffers as they are.
+    const bool flexible = es.step.op.hasTag(at::Tag::flexible_layout);
     io.tensor = [&](int o) -> at::Tensor {
       const ember::Literal* in = call.inputs[o];
       const TensorMeta& m = es.operand_metas[o];
       at::Tensor t =
           at::from_blob(const_cast<void*>(in->data()), m.sizes, at::TensorOptions().dtype(m.dtype));
+      if (flexible) return t;
       if (m.offset == 0 && row_major(m.sizes, m.strides)) {
         if (m.strides != t.strides().vec()) t = t.as_strided(m.sizes, m.strides);
         return t;

@@ -1,17 +1,22 @@
 """scaled_dot_product_attention registered whole on ember (src/torch/attention.cpp,
 src/lowering/attention.cc) against eager CPU.
 
-Values: forward and the gradients of query, key, value and a float mask for a fixed
-random cotangent; float32 at rtol/atol 1e-5 (ember computes the softmax in one pass
-per row, eager CPU's flash kernel in blocks), bfloat16 at 2e-2 relative plus 2e-2 of
-the largest magnitude (eager rounds intermediates to bf16, ember keeps f32). Each
-value case also checks that the call was taken whole (`ember::sdpa_forward` in the
-pending graph) and that no lowering failed or declined.
+Two kernels: ATen's CPU flash kernel as an extern (`ember::sdpa_flash_*`, the default
+wherever it computes the call) and the lowered composite (`ember::sdpa_*`: dropout,
+value head dim != query's, the backward of a float mask's gradient;
+`sdpa_kernel([OVERRIDEABLE])` selects it for any call). Values: forward and the gradients of query, key, value and a float
+mask for a fixed random cotangent, each case on every kernel that takes it; float32 at
+rtol/atol 1e-5 (the composite computes the softmax in one pass per row, eager CPU's
+flash kernel in blocks), bfloat16 at 2e-2 relative plus 2e-2 of the largest magnitude
+(eager rounds intermediates to bf16, the composite keeps f32). Each value case also
+checks which kernel took the call whole (its op in the pending graph) and that no
+lowering failed or declined.
 
-Dropout: statistical (keep rate, scaling), the backward checked against the mask the
-forward actually used (read back from its own output with value = identity), fresh
-masks per call, reproducibility under torch.manual_seed, and a seed that never
-changes the graph (no recompile).
+Dropout (composite): statistical (keep rate, scaling), the backward checked against
+the mask the forward actually used (read back from its own output with value =
+identity), the same mask in a later graph and in a checkpoint's recompute, fresh masks
+per call, reproducibility under torch.manual_seed, and a seed that never changes the
+graph (no recompile).
 """
 
 import math
@@ -19,6 +24,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.checkpoint import checkpoint
 
 import ember
 from conftest import DEV
@@ -83,18 +90,74 @@ CASES = {
         lambda g: rnd(4, 5, gen=g).index_fill(0, torch.tensor([2]), float("-inf")),
         {},
     ),
+    # Equal head dims: the flash kernel's cases (and the composite's, forced).
+    "plain_flash": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 4), None, {}),
+    "bool_mask_flash": (
+        (2, 3, 5, 4),
+        (2, 3, 7, 4),
+        (2, 3, 7, 4),
+        lambda g: (torch.rand(2, 3, 5, 7, generator=g) > 0.4) | torch.eye(5, 7, dtype=torch.bool),
+        {},
+    ),
+    "bool_mask_3d_empty_row_flash": (
+        (1, 2, 4, 8),
+        (1, 2, 5, 8),
+        (1, 2, 5, 8),
+        lambda g: torch.ones(2, 4, 5, dtype=torch.bool).index_fill(1, torch.tensor([1]), False),
+        {},
+    ),
+    "float_mask_bcast_no_grad": (
+        (2, 3, 5, 4),
+        (2, 3, 7, 4),
+        (2, 3, 7, 4),
+        lambda g: rnd(2, 1, 5, 7, gen=g),
+        {},
+    ),
+    "float_mask_3d_inf_row_no_grad": (
+        (1, 2, 4, 8),
+        (1, 2, 5, 8),
+        (1, 2, 5, 8),
+        lambda g: rnd(2, 4, 5, gen=g).index_fill(1, torch.tensor([2]), float("-inf")),
+        {},
+    ),
+    "gqa_causal": (
+        (1, 4, 5, 8),
+        (1, 2, 5, 8),
+        (1, 2, 5, 8),
+        None,
+        {"is_causal": True, "enable_gqa": True},
+    ),
 }
+NO_MASK_GRAD = {"float_mask_bcast_no_grad", "float_mask_3d_inf_row_no_grad"}
+FLASH, COMPOSITE = "ember::sdpa_flash_forward", "ember::sdpa_forward"
+
+
+def _grad_mask(case, mask):
+    return mask is not None and mask.dtype != torch.bool and case not in NO_MASK_GRAD
+
+
+def _kernels(case):
+    """The kernels that take `case`: flash where it computes it (the default), and the
+    composite (forced with sdpa_kernel([OVERRIDEABLE]) where flash is the default)."""
+    qs, _, vs, _, kw = CASES[case]
+    flash = qs[3] == vs[3]
+    if kw.get("enable_gqa"):
+        return ["flash"]  # the composite takes no GQA (the math path would)
+    return ["flash", "composite"] if flash else ["composite"]
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=["f32", "bf16"])
-@pytest.mark.parametrize("case", list(CASES))
-def test_sdpa_matches_eager(case, dtype, backend):
+@pytest.mark.parametrize(
+    "case,kernel", [pytest.param(c, kern, id=f"{c}-{kern}") for c in CASES for kern in _kernels(c)]
+)
+def test_sdpa_matches_eager(case, kernel, dtype, backend):
     qs, ks, vs, mask_fn, kw = CASES[case]
     g = torch.Generator().manual_seed(list(CASES).index(case))
     q, k, v = rnd(*qs, gen=g), rnd(*ks, gen=g), rnd(*vs, gen=g)
     mask = mask_fn(g) if mask_fn else None
-    grad_mask = mask is not None and mask.dtype != torch.bool
+    grad_mask = _grad_mask(case, mask)
     cot = rnd(qs[0], qs[1], qs[2], vs[3], gen=g)
+    forced = kernel == "composite" and "flash" in _kernels(case)
 
     def run(device):
         leaves = [t.to(device=device, dtype=dtype).requires_grad_() for t in (q, k, v)]
@@ -103,9 +166,14 @@ def test_sdpa_matches_eager(case, dtype, backend):
             m = mask.to(device) if mask.dtype == torch.bool else mask.to(device=device, dtype=dtype)
             if grad_mask:
                 m.requires_grad_()
-        out = F.scaled_dot_product_attention(*leaves, attn_mask=m, **kw)
+        if device == DEV and forced:
+            with sdpa_kernel([SDPBackend.OVERRIDEABLE]):
+                out = F.scaled_dot_product_attention(*leaves, attn_mask=m, **kw)
+        else:
+            out = F.scaled_dot_product_attention(*leaves, attn_mask=m, **kw)
         if device == DEV:
-            assert "ember::sdpa_forward" in ember.pending_graph()
+            pending = ember.pending_graph()
+            assert (FLASH if kernel == "flash" else COMPOSITE) + "(" in pending, pending
         (out * cot.to(device=device, dtype=dtype)).sum().backward()
         grads = [t.grad for t in leaves] + ([m.grad] if grad_mask else [])
         return [out] + grads
@@ -143,8 +211,10 @@ def test_output_layout_follows_eager():
     assert got.is_contiguous()
 
 
-def test_aten_backend_runs_the_cpu_kernels():
-    """The `aten` backend runs ember::sdpa_* through their CPU kernels: same values."""
+@pytest.mark.parametrize("mask_grad", [True, False], ids=["mask_grad", "no_mask_grad"])
+def test_aten_backend_runs_the_cpu_kernels(mask_grad):
+    """The `aten` backend runs ember::sdpa_* / sdpa_flash_* through their CPU kernels:
+    same values (a float mask's gradient comes from the composite backward)."""
     old = ember.config.backend
     try:
         _set_backend("aten")
@@ -152,32 +222,36 @@ def test_aten_backend_runs_the_cpu_kernels():
         q, k, v, m = (
             rnd(2, 2, 5, 4, gen=g),
             rnd(2, 2, 6, 4, gen=g),
-            rnd(2, 2, 6, 3, gen=g),
+            rnd(2, 2, 6, 4, gen=g),
             rnd(5, 6, gen=g),
         )
         outs = []
         for dev in ("cpu", DEV):
-            ts = [t.float().to(dev).requires_grad_() for t in (q, k, v, m)]
+            ts = [t.float().to(dev).requires_grad_() for t in (q, k, v)]
+            ts.append(m.float().to(dev).requires_grad_(mask_grad))
             o = F.scaled_dot_product_attention(ts[0], ts[1], ts[2], attn_mask=ts[3], scale=0.7)
             o.square().sum().backward()
-            outs.append([o] + [t.grad for t in ts])
+            outs.append([o] + [t.grad for t in ts[: 4 if mask_grad else 3]])
         for a, b in zip(outs[1], outs[0]):
             torch.testing.assert_close(a.cpu(), b, rtol=1e-5, atol=1e-5)
-        assert "ember::sdpa_forward" in ember.metrics.counters()["externs"]
+        externs = ember.metrics.counters()["externs"]
+        assert "ember::sdpa_flash_forward" in externs
+        assert ("ember::sdpa_backward" if mask_grad else "ember::sdpa_flash_backward") in externs
     finally:
         _set_backend(old)
 
 
-def test_gqa_and_other_ranks_take_the_math_path(backend):
+def test_gqa_with_dropout_and_other_ranks_take_the_math_path(backend):
+    """GQA is the flash kernel's (test_sdpa_matches_eager's gqa case); with dropout, or
+    without enable_gqa, or for other ranks, ember takes the math path."""
     g = torch.Generator().manual_seed(1)
     q, k, v = rnd(1, 4, 5, 8, gen=g), rnd(1, 2, 5, 8, gen=g), rnd(1, 2, 5, 8, gen=g)
-    want = F.scaled_dot_product_attention(
-        q.float(), k.float(), v.float(), enable_gqa=True, is_causal=True
-    )
-    got = F.scaled_dot_product_attention(
-        q.float().to(DEV), k.float().to(DEV), v.float().to(DEV), enable_gqa=True, is_causal=True
-    )
-    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    qe, ke, ve = (t.float().to(DEV) for t in (q, k, v))
+    torch.manual_seed(0)
+    got = F.scaled_dot_product_attention(qe, ke, ve, enable_gqa=True, dropout_p=0.5)
+    assert "ember::sdpa" not in ember.pending_graph()
+    plain = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True)
+    assert got.cpu().isfinite().all() and not torch.allclose(got.cpu(), plain)  # dropped
     q3 = rnd(3, 5, 8, gen=g).float()
     torch.testing.assert_close(
         F.scaled_dot_product_attention(q3.to(DEV), q3.to(DEV), q3.to(DEV)).cpu(),
@@ -186,18 +260,13 @@ def test_gqa_and_other_ranks_take_the_math_path(backend):
         atol=1e-5,
     )
     declined = ember.metrics.counters()["lowering_declined"]
-    assert (
-        declined.get("aten::scaled_dot_product_attention (math path: head counts differ (GQA))")
-        == 1
-    )
+    assert declined.get("aten::scaled_dot_product_attention (math path: GQA with dropout)") == 1
     assert (
         declined.get("aten::scaled_dot_product_attention (math path: query/key/value not 4-D)") == 1
     )
 
 
 def test_sdpa_kernel_context_is_honoured(backend):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     q = torch.randn(1, 2, 5, 4)
     d = q.to(DEV)
     with sdpa_kernel([SDPBackend.MATH]):
@@ -209,10 +278,13 @@ def test_sdpa_kernel_context_is_honoured(backend):
         "aten::scaled_dot_product_attention (math path: overrideable backend disabled (sdpa_kernel))"
         in declined
     )
-    with sdpa_kernel([SDPBackend.OVERRIDEABLE]):
+    with sdpa_kernel([SDPBackend.OVERRIDEABLE]):  # no FLASH_ATTENTION: the composite
         whole = F.scaled_dot_product_attention(d, d, d, is_causal=True)
-        assert "ember::sdpa_forward" in ember.pending_graph()
+        assert "ember::sdpa_forward(" in ember.pending_graph()
     torch.testing.assert_close(whole.cpu(), got.cpu())
+    flash = F.scaled_dot_product_attention(d, d, d, is_causal=True)  # the default
+    assert "ember::sdpa_flash_forward(" in ember.pending_graph()
+    torch.testing.assert_close(flash.cpu(), got.cpu())
     with (
         sdpa_kernel([SDPBackend.FLASH_ATTENTION]),
         pytest.raises(RuntimeError, match="No viable backend"),
@@ -253,6 +325,7 @@ def test_dropout_keep_rate_scale_and_backward_use_the_forward_mask(p, backend):
     scale = 1 / math.sqrt(q.shape[-1])
     qe, ke, ve = (t.to(DEV).requires_grad_() for t in (q, k, v))
     out = F.scaled_dot_product_attention(qe, ke, ve, dropout_p=p)
+    assert "ember::sdpa_forward(" in ember.pending_graph()  # the composite draws the mask
     cot = torch.randn(out.shape, generator=torch.Generator().manual_seed(7))
     (out * cot.to(DEV)).sum().backward()
     z = out.detach().cpu()  # Z = P * keep / (1 - p) (v = identity)
@@ -283,6 +356,38 @@ def test_dropout_backward_in_a_later_graph_regenerates_the_mask(backend):
     out.sum().backward()
     gv = z.transpose(-2, -1) @ torch.ones_like(z)
     torch.testing.assert_close(ve.grad.cpu(), gv, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reentrant", [False, True], ids=["non_reentrant", "reentrant"])
+def test_dropout_checkpoint_recompute_and_backward_use_the_forward_mask(reentrant, backend):
+    """Under torch.utils.checkpoint the backward recomputes the forward (restoring the
+    generator's state: the same (seed, offset) pair) and differentiates the recompute:
+    v = identity makes out = Z, so grad v = Z^T cot checks the recompute's mask against
+    the forward's output, and the gradients equal those of the run without checkpoint."""
+    p = 0.3
+    q, k, v = _dropout_setup(B=1, H=2, L=16, S=16)
+    cot = torch.randn(1, 2, 16, 16, generator=torch.Generator().manual_seed(3))
+    runs = []
+    for ckpt in (False, True):
+        torch.manual_seed(11)
+        qe, ke, ve = (t.to(DEV).requires_grad_() for t in (q, k, v))
+        if ckpt:
+            out = checkpoint(
+                lambda *qkv: F.scaled_dot_product_attention(*qkv, dropout_p=p),
+                qe,
+                ke,
+                ve,
+                use_reentrant=reentrant,
+            )
+        else:
+            out = F.scaled_dot_product_attention(qe, ke, ve, dropout_p=p)
+        z = out.detach().cpu()
+        out.backward(cot.to(DEV))
+        runs.append([z] + [t.grad.cpu() for t in (qe, ke, ve)])
+        torch.testing.assert_close(runs[-1][3], z.transpose(-2, -1) @ cot, rtol=1e-5, atol=1e-6)
+    assert 0 < (runs[0][0] == 0).float().mean().item() < 1
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
 
 
 def test_dropout_masks_differ_per_call_and_reproduce_under_manual_seed(backend):
