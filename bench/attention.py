@@ -17,6 +17,11 @@ the result). Figures are the medians over rounds of time per call, and each vari
 ratio to eager, taken round by round (paired median). Quote the load (printed).
 
     python bench/attention.py [--rounds 15] [--reps 10] [--shapes gpt,gpt2,bert]
+    python bench/attention.py --models gpt,gpt2,bert [--mode train] [--rounds 9] [--reps 2]
+
+With ``--models``, whole steps of the bench's models (full scale; ``ember.bench``'s
+runners): eager, ember with flash attention (the default) and ember with the
+composite (``sdpa_kernel`` around each step), interleaved the same way.
 """
 
 import argparse
@@ -100,12 +105,58 @@ def measure(shape, backward, rounds, reps):
     return times
 
 
+def measure_models(names, mode, rounds, reps):
+    """Whole steps of the bench's models (full scale): eager, ember (flash attention, the
+    default) and ember with the composite (sdpa_kernel([OVERRIDEABLE]) around each
+    step), interleaved; {variant: [seconds per step per round]}."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from ember.bench import backends, models
+
+    out = {}
+    for name in names:
+        w = models.build(name, "full")
+        eager = backends.make_runner("eager", w, mode)
+        emb = backends.make_runner("ember", w, mode)
+        flash = [SDPBackend.OVERRIDEABLE, SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
+        composite = [SDPBackend.OVERRIDEABLE, SDPBackend.MATH]
+        variants = {
+            "eager": (eager, flash),
+            "ember flash": (emb, flash),
+            "ember composite": (emb, composite),
+        }
+        for r, kinds in list(variants.values()) * 3:  # warm-up: every graph compiled
+            with sdpa_kernel(kinds):
+                r.step()
+            r.finish()
+        times = {n: [] for n in variants}
+        names_v = list(variants)
+        for i in range(rounds):
+            k = i % len(names_v)
+            for n in names_v[k:] + names_v[:k]:
+                r, kinds = variants[n]
+                t0 = time.perf_counter()
+                with sdpa_kernel(kinds):
+                    for _ in range(reps):
+                        r.step()
+                r.finish()
+                times[n].append((time.perf_counter() - t0) / reps)
+        out[name] = times
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--shapes", default="gpt,gpt2,bert")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
+    ap.add_argument(
+        "--models",
+        default="",
+        help="instead of attention alone: whole steps of these bench models (gpt,gpt2,bert)",
+    )
+    ap.add_argument("--mode", default="train", help="with --models: train or inference")
     a = ap.parse_args()
     if a.threads:
         import torch
@@ -114,6 +165,20 @@ def main():
     import torch
 
     print(f"load average at start: {os.getloadavg()}, threads {torch.get_num_threads()}")
+    if a.models:
+        res = measure_models(a.models.split(","), a.mode, a.rounds, a.reps)
+        for name, times in res.items():
+            row = [f"{name:5s} {a.mode}"]
+            for n, ts in times.items():
+                ratio = statistics.median(x / y for x, y in zip(ts, times["eager"]))
+                vs_c = statistics.median(x / y for x, y in zip(ts, times["ember composite"]))
+                row.append(
+                    f"{n} {statistics.median(ts) * 1e3:7.2f} ms ({ratio:.2f}x eager, "
+                    f"{vs_c:.2f}x composite)"
+                )
+            print(" | ".join(row), flush=True)
+        print(f"load average at end: {os.getloadavg()}")
+        return
     for name in a.shapes.split(","):
         shape = SHAPES[name]
         for backward in (False, True):

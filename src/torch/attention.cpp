@@ -232,9 +232,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> overrideable_backward
   const char* name = "_scaled_dot_product_fused_attention_overrideable_backward";
   std::optional<at::Tensor> mask;
   if (attn_bias.defined()) mask = attn_bias;
-  check_supported(name, q, k, v, mask, is_causal, dropout_p);
   const bool mask_grad = grad_input_mask[3] && mask && at::isFloatingType(mask->scalar_type());
-  if (logsumexp.defined() && !mask_grad) {  // the forward ran the flash kernel
+  // The forward ran the flash kernel (and checked the call, whatever sdpa_kernel says now).
+  if (logsumexp.defined() && !mask_grad) {
     static auto flash = c10::Dispatcher::singleton()
                             .findSchemaOrThrow("ember::sdpa_flash_backward", "")
                             .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
@@ -248,6 +248,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> overrideable_backward
   }
   // The composite: the forward's, or a flash forward whose float mask needs its gradient
   // (the flash backward computes none; no dropout, so the pair is never read).
+  check_supported(name, q, k, v, mask, is_causal, dropout_p);
   at::Tensor seed_t = philox_seed, offset_t = philox_offset;
   if (logsumexp.defined() && !seed_t.defined()) seed_t = offset_t = int64_scalar(0);
   TORCH_CHECK(
