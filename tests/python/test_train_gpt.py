@@ -90,8 +90,8 @@ def test_train_gpt_30_steps_ember_matches_eager(tmp_path):
 
 
 def test_train_gpt_step_runs_nothing_in_the_interpreter():
-    """The training step's graph (dropout 0) is native kernels and dot-general externs
-    only: the embedding lookups, cross-entropy's target pick (gather) and the embedding
+    """The training step's graph (dropout 0) is native kernels, dot-general externs and
+    the attention kernels (ATen's CPU flash kernel as externs) only: the embedding lookups, cross-entropy's target pick (gather) and the embedding
     backward (scatter-add) are generated kernels (docs/codegen.md, "gather / scatter");
     before them they were 5 interpreted steps."""
     args = train_gpt.parse_args(["--data", shakespeare(), *SMALL, "--dropout", "0"])
@@ -123,7 +123,9 @@ def test_train_gpt_step_runs_nothing_in_the_interpreter():
     )
     assert g["backend"] == "cpu"
     assert g["interpreted"] == 0, g
-    assert g["extern_ops"] == 0 and set(g["core_externs"]) == {"ember.dot-general"}, g
+    # Attention is ATen's CPU flash kernel, one extern each way per layer.
+    flash = {"ember::sdpa_flash_forward": cfg.n_layer, "ember::sdpa_flash_backward": cfg.n_layer}
+    assert g["externs"] == flash and set(g["core_externs"]) == {"ember.dot-general"}, g
     assert math.isfinite(loss.item())
 
 
