@@ -20,7 +20,9 @@ if _os.environ.get("EMBER_BUILD_DIR"):
 
 from . import _C  # noqa: E402
 
-__version__ = "0.1.0"
+# The version is decided in pyproject.toml ([project] version); CMake compiles it into the
+# extension (include/ember/version.h), so this is the version of the C++ code loaded.
+__version__ = _C.__version__
 SUPPORTED_TORCH = ("2.13",)
 
 _log = _logging.getLogger("ember")

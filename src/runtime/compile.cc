@@ -35,6 +35,7 @@
 #include "ember/ir/text.h"
 #include "ember/passes/pass.h"
 #include "ember/runtime/executable.h"
+#include "ember/version.h"
 #include "ir/log.h"
 #include "passes/barrier_expansion.h"
 #include "passes/buffer_assignment.h"
@@ -229,9 +230,10 @@ void WriteAtomically(const std::string& dir, const std::string& name, const std:
 }
 
 // The text of a debug dump: the graph, then a comment naming the text
-// form's version.
+// form's version and Ember's (ember/version.h).
 std::string DebugIrText(const Graph& g) {
-  return internal::StrCat(PrintGraph(g), "// ember IR text version ", kIrTextVersion, "\n");
+  return internal::StrCat(PrintGraph(g), "// ember IR text version ", kIrTextVersion, " (ember ",
+                          Version(), ")\n");
 }
 
 std::string DebugDir() {

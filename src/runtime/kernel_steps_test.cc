@@ -17,6 +17,7 @@
 #include "ember/runtime/executable.h"
 #include "ember/runtime/executable_cache.h"
 #include "ember/runtime/thread_pool.h"
+#include "ember/version.h"
 #include "passes/random_graph.h"
 
 namespace ember {
@@ -441,8 +442,8 @@ TEST(DebugDir, WritesBeforeAfterAndKernelSources) {
   ASSERT_TRUE(fs::exists(dir / (h + ".after.ir")));
   std::ifstream before(dir / (h + ".before.ir"));
   std::string text((std::istreambuf_iterator<char>(before)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(text,
-            PrintGraph(g) + "// ember IR text version " + std::to_string(kIrTextVersion) + "\n");
+  EXPECT_EQ(text, PrintGraph(g) + "// ember IR text version " + std::to_string(kIrTextVersion) +
+                      " (ember " + Version() + ")\n");
   int sources = 0, stray = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();

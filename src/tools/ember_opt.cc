@@ -12,7 +12,7 @@
 // itself when it holds no fusion, instead of the IR: what the CPU code
 // generator emits (docs/codegen.md), without the preamble that every kernel
 // shares (prelude and vector-math declarations). Every error goes to stderr
-// with exit code 1.
+// with exit code 1. --version prints `ember-opt <version>` (ember/version.h).
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -25,6 +25,7 @@
 #include "ember/ir/hash.h"
 #include "ember/ir/text.h"
 #include "ember/passes/pass.h"
+#include "ember/version.h"
 #include "tool_util.h"
 
 namespace {
@@ -32,7 +33,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] [--emit-kernel] "
     "FILE|-\n"
-    "       ember-opt --list-passes\n";
+    "       ember-opt --list-passes\n"
+    "       ember-opt --version\n";
 
 int Fail(const std::string& msg) {
   std::cerr << "ember-opt: " << msg << "\n";
@@ -63,6 +65,9 @@ int main(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
+      return 0;
+    } else if (arg == "--version") {
+      std::cout << "ember-opt " << ember::Version() << "\n";
       return 0;
     } else if (arg == "--list-passes") {
       for (const std::string& name : ember::AllPassNames()) std::cout << name << "\n";

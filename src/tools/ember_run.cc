@@ -16,7 +16,7 @@
 // --input get seeded random values (--seed, default 0): floats uniform in
 // [-1, 1), signed ints in [-8, 8], unsigned ints in [0, 16], pred 0/1.
 // Each output prints as `output K: <Literal::ToString()>`. Every error goes
-// to stderr with exit code 1.
+// to stderr with exit code 1. --version prints `ember-run <version>` (ember/version.h).
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -32,13 +32,15 @@
 #include "ember/ir/graph.h"
 #include "ember/ir/text.h"
 #include "ember/runtime/executable.h"
+#include "ember/version.h"
 #include "tool_util.h"
 
 namespace {
 
 constexpr const char* kUsage =
     "usage: ember-run [--backend=interpreter|runtime|cpu] [--seed=N] "
-    "[--input=I:v1,v2,...]... [--print-inputs] [--print-steps] [--fast] FILE|-\n";
+    "[--input=I:v1,v2,...]... [--print-inputs] [--print-steps] [--fast] FILE|-\n"
+    "       ember-run --version\n";
 
 int Fail(const std::string& msg) {
   std::cerr << "ember-run: " << msg << "\n";
@@ -158,6 +160,9 @@ int main(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
+      return 0;
+    } else if (arg == "--version") {
+      std::cout << "ember-run " << ember::Version() << "\n";
       return 0;
     } else if (StartsWith(arg, "--backend=")) {
       backend = arg.substr(10);

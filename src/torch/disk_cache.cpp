@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "ember/version.h"
+
 namespace ember_torch {
 namespace {
 
@@ -23,8 +25,10 @@ std::string cache_dir() {
     if (!home || !*home) return "";
     base = std::string(home) + "/.cache/ember";
   }
-  return base + "/lazy-v1-torch" + std::to_string(TORCH_VERSION_MAJOR) + "." +
-         std::to_string(TORCH_VERSION_MINOR);
+  // One folder per Ember version and torch minor version: an entry written by another
+  // version is never read.
+  return base + "/lazy-v1-ember" + ember::Version() + "-torch" +
+         std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
 }
 
 std::string cache_path(uint64_t hash, const char* backend) {

@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "disk_cache.h"
 #include "ember/codegen/cpu.h"
+#include "ember/version.h"
 #include "lower.h"
 
 namespace ember_torch {
@@ -79,7 +80,7 @@ void dump_graph(const LazyGraph& g) {
   std::ostringstream name;
   name << dir << "/graph_" << std::hex << g.hash << ".lazy.txt";
   std::ofstream f(name.str());
-  if (f) f << graph_text(g);
+  if (f) f << "# ember " << ember::Version() << "\n" << graph_text(g);
 }
 
 // Compiles `g` for `backend` (counted and logged by find_or_compile).

@@ -12,6 +12,7 @@
 #include "capture.h"
 #include "donation.h"
 #include "dtype_map.h"
+#include "ember/version.h"
 #include "execution_queue.h"
 #include "graph_cache.h"
 #include "lower.h"
@@ -110,6 +111,8 @@ at::Tensor inner_of(const at::Tensor& t) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "ember: lazy tensors for PyTorch (C++ bridge)";
+  // ember.__version__ (ember/version.h: decided in pyproject.toml, compiled in by CMake).
+  m.attr("__version__") = ember::Version();
   register_kernels();
   register_aten_externs();
 

@@ -36,8 +36,8 @@
 // given), dir/<hash>.after.ir (after CompileOptions::optimize's passes) and
 // dir/<hash>.<kernel name>.cc (each kernel's generated source), <hash> being
 // HashGraph of the given graph; every file is written atomically. The .ir
-// files end with the comment `// ember IR text version N` (kIrTextVersion,
-// ember/ir/text.h).
+// files end with the comment `// ember IR text version N (ember V)` (kIrTextVersion,
+// ember/ir/text.h; V: ember::Version(), ember/version.h).
 // Extern kernels are looked up when compiling (NotFound for an unknown
 // name); an executable keeps the kernel it found even if the name is later
 // registered again. Each step declares the slots it reads and writes. Slots 0..P-1 hold the

@@ -83,11 +83,12 @@ def info() -> dict:
         tf_version = transformers.__version__
     except ImportError:
         tf_version = None
-    ext = None
+    ext = ember_version = None
     try:
         import ember
 
         ext = getattr(ember._C, "__file__", None)
+        ember_version = ember.__version__
     except Exception:  # noqa: BLE001
         pass
     return {
@@ -99,6 +100,7 @@ def info() -> dict:
         "load_average_start": list(os.getloadavg()),
         "python": platform.python_version(),
         "torch_version": torch.__version__,
+        "ember_version": ember_version,
         "transformers_version": tf_version,
         "commit": commit(here),
         "ember_backend": ember_backend(),

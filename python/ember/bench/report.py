@@ -75,7 +75,7 @@ def markdown(doc: dict) -> str:
             if m.get("load_average_end")
             else "(run not finished)"
         )
-        + ". torch "
+        + f". ember {m.get('ember_version')}, torch "
         f"{m['torch_version']}, commit `{m['commit']}`, ember backend `{m['ember_backend']}`.",
         "",
         f"Ceilings (same run, start / end): STREAM triad "

@@ -178,6 +178,7 @@ def main(argv=None):
                     "fraction": fraction,
                     "seconds": round(time.monotonic() - t0, 1),
                     "torch": (info or {}).get("torch"),
+                    "ember": (info or {}).get("ember"),
                 }
             )
     finally:
@@ -187,6 +188,7 @@ def main(argv=None):
         "command": "python -m ember.conformance "
         + " ".join(map(shlex.quote, sys.argv[1:] if argv is None else argv)),
         "torch": runs[0]["torch"],
+        "ember": runs[0]["ember"],
     }
     report = _report.build(runs[0], keys, meta)
     if len(runs) > 1:

@@ -124,7 +124,7 @@ class _Worker:
 def run_items(items, *, jobs=1, timeout=300.0, env=None, recycle=400, progress=None):
     """Runs ``items`` (dicts with op/dtype/direction) and returns
     ``(results, info)``: results maps ``(op, dtype, direction)`` to ``_run.run_item``'s
-    dict; info is the first worker's ready message (torch version, backend)."""
+    dict; info is the first worker's ready message (torch and ember versions, backend)."""
     env = dict(os.environ if env is None else env)
     env.setdefault("PYTHONUNBUFFERED", "1")
     pending = list(reversed(items))

@@ -187,7 +187,8 @@ def markdown(report):
             )
             out.append("")
         out.append(
-            f"Command: `{s.get('command', '')}` — torch {s.get('torch')}, {s['seconds']:.0f} s."
+            f"Command: `{s.get('command', '')}` — ember {s.get('ember')}, torch {s.get('torch')}, "
+            f"{s['seconds']:.0f} s."
         )
         out.append("")
         out += _counts_table(s)

@@ -66,6 +66,7 @@ def main(argv):
             "event": "ready",
             "pid": os.getpid(),
             "torch": torch.__version__,
+            "ember": ember.__version__,
             "backend": _backend_reported(ember),
         }
     )

@@ -18,15 +18,15 @@
 #include "codegen/cpu/toolchain.h"
 #include "codegen/cpu/vector_math.h"
 #include "ember/codegen/cpu.h"
+#include "ember/version.h"
 #include "ir/log.h"
 
 namespace ember::codegen {
 namespace {
 
-// Part of every cache key (kept in step with project(ember VERSION ...)).
-constexpr const char* kEmberVersion = "0.1.0";
-// Part of every cache key: bumped when the kernels generated for the same
-// graphs change without a version above changing, so that entries of an
+// Part of every cache key, beside ember::Version() (ember/version.h): bumped
+// when the kernels generated for the same graphs change without Ember's
+// version changing, so that entries of an
 // older scheme are never looked up (docs/codegen.md "Disk cache"). 2: the
 // fusion kind from AnalyzeFusion (ember/ir/fusion_analysis.h) picks the row
 // plan.
@@ -146,7 +146,7 @@ std::string KeyOf(const Target& t, const std::string& code) {
     h.Update(std::to_string(v.size()) + ":");
     h.Update(v);
   };
-  part("ember", kEmberVersion);
+  part("ember", Version());
   part("abi", std::to_string(kKernelAbiVersion));
   part("cache", std::to_string(kKernelCacheVersion));
   part("cxx", t.cxx);
