@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up Ember on a fresh Debian/Ubuntu machine and runs the main job.
-#  1. system packages (compiler, CMake, Ninja, ccache, GoogleTest, Google Benchmark)
+#  1. system packages (compiler, CMake, Ninja, ccache, GoogleTest, Google Benchmark,
+#     clang-format 14 for scripts/lint.sh)
 #  2. a virtual environment in .venv with torch==2.13.0 (CPU) and the Python tools
+#     (requirements.txt, ruff pinned there)
 #  3. the C++ build in build/ and, when the torch bridge is present, the ember package
 #  4. the main job
 # Re-running is cheap: every step skips what is already there.
@@ -10,7 +12,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 # ---- 1. system packages ----
-APT_PACKAGES=(build-essential cmake ninja-build ccache libgtest-dev libgmock-dev libbenchmark-dev python3-venv)
+APT_PACKAGES=(build-essential cmake ninja-build ccache libgtest-dev libgmock-dev libbenchmark-dev python3-venv clang-format-14)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
