@@ -1,5 +1,5 @@
 // Elementwise math: arithmetic (add/sub/rsub/mul/div with rounding modes,
-// remainder, fmod, pow, maximum/minimum, atan2), unary math (neg, abs, sign,
+// remainder, fmod, pow, maximum/minimum, atan2, logaddexp), unary math (neg, abs, sign,
 // exp, log and friends, rounding), where, masked_fill, clamp, lerp,
 // addcmul/addcdiv and casts. Semantics are eager PyTorch's on CPU
 // (aten/src/ATen/native/cpu/BinaryOpsKernel.cpp, UnaryOpsKernel.cpp,
@@ -241,6 +241,28 @@ LowerResult LowerArith(GraphBuilder& b, const AtenCall& c) {
   return CheckOutputs(b, c, {Finish(b, r, out)});
 }
 
+// logaddexp(a, b) = log(exp(a) + exp(b)) without overflow, as eager's CPU kernel
+// defines it: max(a, b) + log1p(exp(-|a - b|)), and a itself where a and b are the
+// same infinity (there a - b is NaN). A NaN operand gives NaN. Floating results only
+// (eager has no integer kernel). The walkthrough "Adding a lowering" in
+// CONTRIBUTING.md added this entry.
+LowerResult LowerLogAddExp(GraphBuilder& b, const AtenCall& c) {
+  EMBER_RETURN_IF_ERROR(DeclineComplex(c));
+  EMBER_ASSIGN_OR_RETURN(Val x, ValAt(c, 0));
+  EMBER_ASSIGN_OR_RETURN(Val y, ValAt(c, 1));
+  const OutputMeta& out = c.outputs.at(0);
+  if (!ResultType({x, y})) return Declined("no common dtype");
+  if (!IsFloat(out.dtype)) return Declined("logaddexp of integers");
+  Ew e(b, out.dtype, out.sizes);
+  NodeId a = e(x), o = e(y);
+  NodeId dist = b.Unary(OpKind::kAbs, b.Subtract(a, o));
+  NodeId r = b.Add(b.Maximum(a, o), b.Unary(OpKind::kLog1p, b.Unary(OpKind::kExp, b.Negate(dist))));
+  NodeId same_inf =
+      b.Binary(OpKind::kAnd, b.Compare(a, o, ComparisonKind::kEq),
+               b.Compare(b.Unary(OpKind::kAbs, a), e.Const(INFINITY), ComparisonKind::kEq));
+  return CheckOutputs(b, c, {Finish(b, b.Select(same_inf, a, r), out)});
+}
+
 // div with rounding_mode None / "trunc" / "floor" (div.Tensor_mode,
 // div.Scalar_mode) and floor_divide.
 NodeId DivFloor(GraphBuilder& b, Ew& e, NodeId a, NodeId d) {
@@ -456,6 +478,7 @@ void RegisterElementwise(LoweringTable& t) {
   t.Add("aten::maximum", LowerArith<Arith::kMax>);
   t.Add("aten::minimum", LowerArith<Arith::kMin>);
   t.Add("aten::atan2", LowerArith<Arith::kAtan2>);
+  t.Add("aten::logaddexp", LowerLogAddExp);
   // Selection and ternary.
   for (const char* o : {"aten::where.self", "aten::where.ScalarSelf", "aten::where.ScalarOther",
                         "aten::where.Scalar"})

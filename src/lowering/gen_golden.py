@@ -485,6 +485,16 @@ def build():
     case("_foreach_norm.Scalar", [p1, p2], S(2), None)
     case("_foreach_pow.ScalarAndTensor", S(0.9), [p1, p2])
     case("_foreach_sub.List", [p1, p2], [r(3), r(2, 2)], S(1))
+    # New cases go here, at the end: the inputs are drawn from one seeded stream, so a
+    # case added earlier would change the inputs (and goldens) of every case after it.
+    inf, nan = float("inf"), float("nan")
+    for dt in (f32, bf16):
+        case("logaddexp", r(3, 4, dtype=dt, lo=-30, hi=30), r(4, dtype=dt, lo=-30, hi=30))
+        case(
+            "logaddexp",
+            torch.tensor([inf, -inf, inf, -inf, nan, 1.0, 1e30, -1e30], dtype=dt),
+            torch.tensor([inf, -inf, -inf, 2.0, 1.0, nan, 1e30, -1e30], dtype=dt),
+        )
 
 
 def main():

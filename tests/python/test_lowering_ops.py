@@ -63,6 +63,7 @@ def _cases():
             both,
         ),
         "pow": (lambda a, b: a.pow(2.5) + a.pow(b), [r(3, 4, lo=0.2, hi=2), r(3, 4)], True, both),
+        "logaddexp": (torch.logaddexp, [r(3, 4, lo=-30, hi=30), r(4, lo=-30, hi=30)], True, both),
         "abs_neg_sign": (lambda a: a.abs() - a.neg() * a.sign(), [r(3, 4)], True, both),
         "rounding": (
             lambda a: a.floor() + a.ceil() + a.round() + a.trunc() + a.frac(),
