@@ -1,3 +1,6 @@
+// AnalyzeFusion (ember/ir/fusion_analysis.h): the one place a fusion's kind is decided.
+// Adding a kind: CONTRIBUTING.md, "Walkthrough: adding a codegen fusion kind" (every
+// place that reads a kind, the cache and text-IR versions to bump).
 #include "ember/ir/fusion_analysis.h"
 
 #include <algorithm>

@@ -1,4 +1,6 @@
 // LoweringTable and Declined (include/ember/lowering/aten.h).
+// Adding an op to the table: CONTRIBUTING.md, "Walkthrough: adding a lowering for an
+// ATen op" (entry, sample calls, goldens, Python test).
 #include <algorithm>
 
 #include "ember/lowering/aten.h"

@@ -1,5 +1,7 @@
 // The pass pipeline (DESIGN §4): a readable list of passes, the verifier
 // between passes, EMBER_DUMP_PASSES / EMBER_SKIP_PASSES from the environment.
+// The registry of pass names is AllPassNames() and CreatePass() below; adding a pass:
+// CONTRIBUTING.md, "Walkthrough: adding a pass" (pass file, registry, lit test, fuzzer).
 #include <cstdlib>
 #include <iostream>
 #include <set>
