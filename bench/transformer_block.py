@@ -166,7 +166,7 @@ def main():
     for _ in range(args.reps):
         for name, v in variants.items():
             t0 = time.perf_counter()
-            loss = train_step(*v)
+            train_step(*v)
             if name == "ember":
                 ember.sync()
             times[name].append(time.perf_counter() - t0)

@@ -13,8 +13,12 @@ A fresh EMBER_CACHE_DIR makes step 0 a cold compile; EMBER_CODEGEN_FAST=1 compil
 fusion.
 """
 
-import os, sys, time
-import torch, torch.nn as nn, torch.nn.functional as F
+import os
+import sys
+import time
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 import ember
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))

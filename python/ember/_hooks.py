@@ -9,6 +9,7 @@ import threading
 import weakref
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from . import _C, config
 
@@ -24,8 +25,6 @@ def _after_step(optimizer, args, kwargs):
     if config.sync_on_optimizer_step and _uses_ember(optimizer):
         _C.sync("optimizer.step()")
 
-
-from torch.optim.optimizer import register_optimizer_step_post_hook
 
 register_optimizer_step_post_hook(_after_step)
 

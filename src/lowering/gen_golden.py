@@ -139,7 +139,7 @@ def ri(*shape, lo=0, hi=3, dtype=torch.int64):
 
 
 def build():
-    f32, bf16, f64 = torch.float32, torch.bfloat16, torch.float64
+    f32, bf16 = torch.float32, torch.bfloat16
     x = r(3, 4)
     # elementwise
     for dt in (f32, bf16):

@@ -4,7 +4,6 @@ same steps with ember.config.async_execution off (same bits) and eager CPU."""
 
 import copy
 import os
-import signal
 import subprocess
 import sys
 import textwrap

@@ -321,7 +321,6 @@ def _dropout_setup(B=2, H=4, L=64, S=64, seed=0):
 @pytest.mark.parametrize("p", [0.1, 0.5])
 def test_dropout_keep_rate_scale_and_backward_use_the_forward_mask(p, backend):
     q, k, v = _dropout_setup()
-    S = v.shape[-1]
     scale = 1 / math.sqrt(q.shape[-1])
     qe, ke, ve = (t.to(DEV).requires_grad_() for t in (q, k, v))
     out = F.scaled_dot_product_attention(qe, ke, ve, dropout_p=p)

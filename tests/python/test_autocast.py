@@ -10,10 +10,8 @@ import re
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import ember  # noqa: F401
-from conftest import DEV
 
 HEADER = os.path.join(os.path.dirname(torch.__file__), "include", "ATen", "autocast_mode.h")
 LISTS = {

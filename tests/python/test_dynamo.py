@@ -5,7 +5,6 @@ Every test checks values against eager and that the work really ran through Embe
 """
 
 import copy
-import dataclasses
 import os
 import pathlib
 import subprocess
@@ -19,7 +18,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ember
-from ember.dynamo import EmberCompileError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))

@@ -6,7 +6,6 @@ import pickle
 
 import torch
 
-import ember
 from conftest import DEV, close
 
 

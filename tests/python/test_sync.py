@@ -3,7 +3,6 @@
 import logging
 import warnings
 
-import pytest
 import torch
 
 import ember

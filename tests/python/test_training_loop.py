@@ -13,7 +13,6 @@ import torch.nn.functional as F
 import ember
 from training_util import (
     DEV,
-    F32_TOL,
     StepCounter,
     assert_params_as_accurate_as_eager,
     assert_params_close,

@@ -19,7 +19,6 @@ import pathlib
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import ember

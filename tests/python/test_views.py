@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-import ember
 from conftest import DEV, close
 
 

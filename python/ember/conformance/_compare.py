@@ -161,7 +161,7 @@ def compare(actual, expected, atol, rtol, values=True):
             ):
                 worst = max(worst, abs(a - e))
                 first = first or f"{path}: {a} != {e}"
-        elif a != e and not (a is e):
+        elif a != e and a is not e:
             raise Mismatch(f"{path}: {a!r} where eager gives {e!r}", math.inf)
     if first is not None:
         raise Mismatch(first, worst)
