@@ -5,8 +5,8 @@
 //
 // A kernel reads its inputs and writes its already-allocated outputs (one per
 // array result, in tuple order): every element of them, since their bytes are
-// unspecified when the kernel starts (the runtime does not zero-fill them). It returns a non-OK Status on bad data;
-// it must never abort.
+// unspecified when the kernel starts (the runtime does not zero-fill them). It returns a non-OK
+// Status on bad data; it must never abort.
 #pragma once
 
 #include <functional>

@@ -1,6 +1,6 @@
 // Literal: a host value of a given Shape (dense row-major bytes, 64-byte
-// aligned when owned: AlignedBytes), or a tuple of Literals. Used for constants in the IR, for interpreter inputs and
-// results, and as the payload of runtime buffers. Copying a Literal copies
+// aligned when owned: AlignedBytes), or a tuple of Literals. Used for constants in the IR, for
+// interpreter inputs and results, and as the payload of runtime buffers. Copying a Literal copies
 // its bytes (value semantics); the runtime shares them through
 // std::shared_ptr<Literal>.
 //

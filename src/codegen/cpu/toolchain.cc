@@ -113,16 +113,27 @@ const std::string& CpuFeatures() {
     std::string s = "probed:";
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
+    // clang-format off: the probes carry their own semicolons (one a line)
 #define EMBER_PROBE(f) \
   if (__builtin_cpu_supports(f)) s += " " f;
     EMBER_PROBE("sse4.2")
-    EMBER_PROBE("avx") EMBER_PROBE("avx2") EMBER_PROBE("fma") EMBER_PROBE("f16c")
-        EMBER_PROBE("bmi2") EMBER_PROBE("avx512f") EMBER_PROBE("avx512bw") EMBER_PROBE("avx512dq")
-            EMBER_PROBE("avx512vl") EMBER_PROBE("avx512cd") EMBER_PROBE("avx512vnni")
-                EMBER_PROBE("avx512bf16") EMBER_PROBE("avx512vbmi")
+    EMBER_PROBE("avx")
+    EMBER_PROBE("avx2")
+    EMBER_PROBE("fma")
+    EMBER_PROBE("f16c")
+    EMBER_PROBE("bmi2")
+    EMBER_PROBE("avx512f")
+    EMBER_PROBE("avx512bw")
+    EMBER_PROBE("avx512dq")
+    EMBER_PROBE("avx512vl")
+    EMBER_PROBE("avx512cd")
+    EMBER_PROBE("avx512vnni")
+    EMBER_PROBE("avx512bf16")
+    EMBER_PROBE("avx512vbmi")
 #undef EMBER_PROBE
 #endif
-                    return s;
+    return s;
+    // clang-format on
   }();
   return features;
 }
