@@ -399,12 +399,9 @@ def _sizes(val, d, lo):
 
 
 def _ember_version():
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ember")
-    except PackageNotFoundError:  # a development tree (PYTHONPATH=python)
-        return "0.1.0"
+    """Ember's version: pyproject.toml's, compiled into the extension (ember/version.h), so
+    a development tree (PYTHONPATH=python) reports the same as an installed wheel."""
+    return _C.__version__
 
 
 def _safetensors(tensors) -> bytes:
