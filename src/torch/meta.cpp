@@ -3,6 +3,7 @@
 
 #include <torch/library.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -153,8 +154,11 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
                                              const std::vector<c10::IValue>& args,
                                              const std::vector<int>& written) {
   const auto& schema = op.schema();
-  std::vector<int64_t> key;
-  key.reserve(64);
+  // The key is built in a per-thread buffer (kept between calls: a key of a `_foreach_*`
+  // op over many tensors is kilobytes, and allocating it per call made malloc consolidate
+  // its free lists every op); copied only when stored.
+  thread_local std::vector<int64_t> key;
+  key.clear();
   key.push_back(reinterpret_cast<int64_t>(&schema));
   key.push_back(static_cast<int64_t>(c10::typeMetaToScalarType(at::get_default_dtype())));
   bool exact_floats = is_factory(args);
@@ -189,6 +193,8 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
     std::lock_guard<std::mutex> mg(metrics().mu);
     metrics().meta_cache_misses++;
   }
+  std::vector<int64_t> owned;  // the key to store (the Meta call may build other keys)
+  if (cacheable) owned = key;
   torch::jit::Stack stack;
   stack.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -263,7 +269,7 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
   }
   if (cacheable) {
     std::lock_guard<std::mutex> g(g_meta_mu);
-    g_meta_cache.emplace(std::move(key), res);
+    g_meta_cache.emplace(std::move(owned), res);
   }
   return res;
 }
@@ -284,8 +290,8 @@ struct InplaceMetaCacheKernel final : c10::OperatorKernel {
       : orig(std::move(k)), returns_self(returns_self) {}
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     const size_t n = op.schema().arguments().size();
-    std::vector<int64_t> key;
-    key.reserve(32);
+    thread_local std::vector<int64_t> key;  // as in infer_meta
+    key.clear();
     bool cacheable = true;
     key.push_back(reinterpret_cast<int64_t>(&op.schema()));
     for (size_t i = stack->size() - n; i < stack->size() && cacheable; ++i) {
@@ -312,10 +318,12 @@ struct InplaceMetaCacheKernel final : c10::OperatorKernel {
         return;
       }
     }
+    std::vector<int64_t> owned;
+    if (cacheable) owned = key;
     orig.callBoxed(op, ks, stack);
     if (cacheable) {
       std::lock_guard<std::mutex> g(mu);
-      seen.insert(std::move(key));
+      seen.insert(std::move(owned));
     }
   }
   c10::SafeKernelFunction orig;
@@ -364,12 +372,140 @@ void wrap_inplace_meta_kernels(torch::Library& meta_lib) {
   }
 }
 
+// The meta reference of functionalization's in-place kernels, cached. torchgen's
+// Functionalize kernel of an in-place op first runs the op on meta copies of its
+// arguments (catching errors only the in-place form has, e.g. `a.add_(b)` where the
+// broadcast result is larger than `a`), then converts it. Making those meta copies (one
+// `empty_strided` per tensor, 8-24 for an optimizer's `_foreach_*_`) cost more than
+// the rest of functionalization for small tensors. The bridge switches torch's
+// reference off (TORCH_DISABLE_FUNCTIONALIZATION_META_REFERENCE, read by torch once per
+// process) and wraps every such Functionalize kernel with the same check, run only for
+// a signature not seen to pass before (keyed as InplaceMetaCacheKernel); a signature
+// that raises is checked again at every call, so the error is eager's each time. Calls
+// with symbolic shapes, and random in-place ops, are checked every time. If torch read
+// the variable before the bridge set it, both checks run: slower, same behaviour.
+constexpr c10::DispatchKeySet kExcludeForMetaReference =
+    c10::functorch_transforms_ks |
+    c10::DispatchKeySet({c10::DispatchKey::FuncTorchDynamicLayerBackMode,
+                         c10::DispatchKey::FuncTorchDynamicLayerFrontMode, c10::DispatchKey::Python,
+                         c10::DispatchKey::PreDispatch});
+
+at::Tensor reference_meta(const at::Tensor& t) {  // torchgen's to_meta
+  if (!t.defined()) return t;
+  return at::empty_strided_symint(
+      t.sym_sizes(), t.sym_strides(),
+      at::TensorOptions().dtype(t.scalar_type()).layout(t.layout()).device(at::kMeta));
+}
+
+bool symbolic(const at::Tensor& t) {
+  return t.defined() && t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+}
+
+struct InplaceMetaReferenceKernel final : c10::OperatorKernel {
+  InplaceMetaReferenceKernel(c10::SafeKernelFunction k, bool cache)
+      : orig(std::move(k)), cache(cache) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const auto& formals = op.schema().arguments();
+    const size_t n = formals.size(), base = stack->size() - n;
+    thread_local std::vector<int64_t> key;  // as in infer_meta
+    key.clear();
+    bool cacheable = cache;
+    if (cacheable) {
+      key.push_back(reinterpret_cast<int64_t>(&op.schema()));
+      for (size_t i = 0; i < n && cacheable; ++i) {
+        const auto& a = (*stack)[base + i];
+        if (a.isTensor()) {
+          cacheable = !symbolic(a.toTensor());
+          if (cacheable) key_tensor(a.toTensor(), key);
+        } else if (a.isTensorList()) {
+          key.push_back(30);
+          for (const at::Tensor& t : a.toTensorList()) {
+            if (symbolic(t)) {
+              cacheable = false;
+              break;
+            }
+            key_tensor(t, key);
+          }
+        } else {
+          cacheable = key_plain(a, formals[i].type()->kind() == c10::TypeKind::FloatType, key);
+        }
+      }
+      if (cacheable) {
+        std::lock_guard<std::mutex> g(mu);
+        if (passed.count(key)) {
+          orig.callBoxed(op, ks, stack);
+          return;
+        }
+      }
+    }
+    std::vector<int64_t> owned;
+    if (cacheable) owned = key;
+    torch::jit::Stack meta;
+    meta.reserve(n);
+    for (size_t i = 0; i < n; ++i)
+      meta.push_back(convert_tensors((*stack)[base + i], reference_meta));
+    {
+      at::AutoDispatchSkipFunctionalize skip;
+      c10::impl::ExcludeDispatchKeyGuard guard(kExcludeForMetaReference);
+      op.callBoxed(&meta);  // raises the in-place op's own error
+    }
+    if (cacheable) {
+      std::lock_guard<std::mutex> g(mu);
+      passed.insert(std::move(owned));
+    }
+    orig.callBoxed(op, ks, stack);
+  }
+  c10::SafeKernelFunction orig;
+  bool cache;
+  std::mutex mu;
+  std::unordered_set<std::vector<int64_t>, KeyHash> passed;
+};
+
+// Every aten in-place op (torchgen's SchemaKind.inplace: name ending in '_', `self`
+// written) with a Functionalize kernel, but for the view ops and those whose
+// Functionalize kernel is hand-written or the bridge's own (no meta reference there).
+void wrap_inplace_functionalize_kernels(torch::Library& flib) {
+  static const std::unordered_set<std::string> skip = {
+      "aten::resize_",         "aten::resize_as_",  "aten::set_",
+      "aten::_resize_output_", "aten::_coalesced_", "aten::copy_",
+  };
+  auto& d = c10::Dispatcher::singleton();
+  for (const auto& name : d.getAllOpNames()) {
+    const std::string& op = name.name;
+    if (op.rfind("aten::", 0) != 0 || op.back() != '_' || op.rfind("aten::__", 0) == 0 ||
+        op.rfind("aten::_fused_", 0) == 0 || skip.count(op))
+      continue;
+    auto h = d.findOp(name);
+    if (!h || !h->hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) continue;
+    if (h->hasTag(at::Tag::inplace_view)) continue;
+    const auto& s = h->schema();
+    if (s.arguments().empty() || !s.arguments()[0].alias_info() ||
+        !s.arguments()[0].alias_info()->isWrite() || s.arguments()[0].kwarg_only())
+      continue;
+    bool storage = false;
+    for (const auto& a : s.arguments())
+      storage = storage || a.type()->kind() == c10::TypeKind::StorageType;
+    if (storage) continue;
+    std::string qual = op.substr(6);
+    if (!name.overload_name.empty()) qual += "." + name.overload_name;
+    const bool cache = !h->hasTag(at::Tag::nondeterministic_seeded);
+    flib.impl(qual.c_str(),
+              torch::CppFunction::makeFromBoxedFunctor(std::make_unique<InplaceMetaReferenceKernel>(
+                  h->getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize), cache)));
+  }
+}
+
 }  // namespace
 
 void cache_inplace_meta_kernels() {
   static torch::Library* meta_lib =
       new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__);
   wrap_inplace_meta_kernels(*meta_lib);
+  // Before any in-place op is functionalized in this process, or torch keeps its own.
+  setenv("TORCH_DISABLE_FUNCTIONALIZATION_META_REFERENCE", "1", /*overwrite=*/0);
+  static torch::Library* flib = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::Functionalize, __FILE__, __LINE__);
+  wrap_inplace_functionalize_kernels(*flib);
 }
 
 }  // namespace ember_torch

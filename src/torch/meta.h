@@ -31,7 +31,10 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op,
                                              const std::vector<int>& written);
 
 // Wraps the Meta kernel of every in-place aten op with a cache of the signatures whose
-// check passed (registered at the Meta key; called once, by register_kernels).
+// check passed (registered at the Meta key), and replaces functionalization's meta
+// reference of in-place ops by the same check run once per signature (the Functionalize
+// key; sets TORCH_DISABLE_FUNCTIONALIZATION_META_REFERENCE=1 unless set). Called once,
+// by register_kernels, after the Functionalize workarounds are registered.
 void cache_inplace_meta_kernels();
 
 }  // namespace ember_torch

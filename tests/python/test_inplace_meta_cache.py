@@ -47,3 +47,26 @@ def test_foreach_inplace_ops_match_eager_over_steps():
             torch._foreach_lerp_(ts, [t * 2 for t in ts], 0.25)
     for d, x in zip(ds, xs):
         close(d, x)
+
+
+def test_foreach_inplace_shape_errors_repeat_and_leave_values():
+    """Functionalization's meta reference runs in the bridge (once per passing signature,
+    meta.cpp): a `_foreach_*_` call whose written tensor would broadcast raises every
+    time, after calls of the same op that passed, and changes no tensor (eager's CPU
+    kernel loops per tensor and has written the first one when it raises, so the values
+    are compared with eager's before the bad calls)."""
+    xs = [torch.randn(8), torch.randn(1)]
+    ds = [x.to(DEV) for x in xs]
+    ok = [torch.randn(8), torch.randn(1)]
+    torch._foreach_add_(ds, [o.to(DEV) for o in ok])  # passes, cached
+    torch._foreach_add_(xs, ok)
+    for d, x in zip(ds, xs):
+        close(d, x)
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            torch._foreach_add_([x.clone() for x in xs], [torch.ones(8), torch.ones(8)])
+        with pytest.raises(RuntimeError, match=r"broadcast"):
+            torch._foreach_add_(ds, [torch.ones(8, device=DEV), torch.ones(8, device=DEV)])
+    for d, x in zip(ds, xs):
+        assert d.shape == x.shape
+        close(d, x)
