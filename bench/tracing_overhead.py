@@ -30,8 +30,14 @@ Before timing, each op runs once on both devices and its result (the output, the
 mutated tensor, the gradients or the updated parameters) is compared with eager's
 (``numerics`` in the output: a fast wrong trace does not count).
 
+With ``--adamw-params N`` it also times a whole AdamW step over N parameters of
+``[--adamw-size]**2`` (issue 16: 200 of 64x64) on ember (default settings; trace + run,
+wall time) against eager's default, ``foreach=True`` and ``fused=True`` steps
+(``measure_adamw_step``).
+
     python bench/tracing_overhead.py [--rounds 20] [--inner 50] [--cpu] [--threads N]
                                      [--ops REGEX] [--json FILE]
+                                     [--adamw-params 200 [--adamw-size 64]]
 """
 
 from __future__ import annotations
@@ -292,6 +298,62 @@ def measure(ops, rounds: int, inner: int, clock) -> list:
     return out
 
 
+# --------------------------------------------------------------------------- AdamW step
+
+
+def _adamw_setup(device, n_params, size, **kw):
+    g = torch.Generator().manual_seed(4)
+    ps = [_leaf(_rand(g, size, size), device) for _ in range(n_params)]
+    for p in ps:
+        p.grad = _rand(g, size, size).to(device)
+    opt = torch.optim.AdamW(ps, lr=LR, **kw)
+    opt.step()  # state exists before timing
+    if device.type == "ember":
+        ember.sync()
+    return opt
+
+
+def measure_adamw_step(n_params: int, size: int, rounds: int, steps: int) -> dict:
+    """Seconds per AdamW step over `n_params` parameters of [size, size] (wall time):
+    eager's default, foreach=True and fused=True on CPU, and ember's default step
+    (traced, then run: ``optimizer.step()`` queues it, ``ember.sync()`` waits for it;
+    both inside the timing). Paired rounds (order alternating), medians; ember's ratio
+    to each eager variant is the median of the per-round ratios."""
+    cpu, dev = torch.device("cpu"), ember.device()
+    variants = {
+        "eager default": (cpu, {}),
+        "eager foreach": (cpu, {"foreach": True}),
+        "eager fused": (cpu, {"fused": True}),
+        "ember default": (dev, {}),
+    }
+    opts = {k: _adamw_setup(d, n_params, size, **kw) for k, (d, kw) in variants.items()}
+
+    def one(name):
+        opt = opts[name]
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            opt.step()
+        if name.startswith("ember"):
+            ember.sync()
+        return (time.perf_counter() - t0) / steps
+
+    for name in opts:  # warm-up: the step graph compiled, caches filled
+        one(name)
+        one(name)
+    times = {k: [] for k in opts}
+    names = list(opts)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            times[name].append(one(name))
+    out = {"params": n_params, "size": size, "steps_per_sample": steps}
+    for k, v in times.items():
+        out[k + " ms"] = statistics.median(v) * 1e3
+    e = times["ember default"]
+    for k in ("eager default", "eager foreach", "eager fused"):
+        out["ember / " + k] = statistics.median(b / a for a, b in zip(times[k], e))
+    return out
+
+
 def summary(rows) -> dict:
     """Geometric mean and worst of the per-op ratios, overall and per group."""
     geo = math.exp(statistics.fmean(math.log(r["ratio"]) for r in rows))
@@ -317,6 +379,13 @@ def main(argv=None):
     )
     ap.add_argument("--ops", help="only the ops whose group or name matches this regex")
     ap.add_argument("--json", help="write the rows and the summary here")
+    ap.add_argument(
+        "--adamw-params",
+        type=int,
+        default=0,
+        help="also time a whole AdamW step over this many parameters (issue 16: 200)",
+    )
+    ap.add_argument("--adamw-size", type=int, default=64, help="parameters are [N, N]")
     args = ap.parse_args(argv)
     # Every op's samples are graphs of their own, traced from the same lines: by design.
     ember.config.recompile_warn_limit = 1_000_000
@@ -346,10 +415,27 @@ def main(argv=None):
         + f"\ngeomean ratio {s['geomean_ratio']:.2f} (target <= 1.0); worst "
         f"{s['worst_ratio']:.2f} ({s['worst_op']}; target <= 2.0)"
     )
+    step = None
+    if args.adamw_params:
+        step = measure_adamw_step(args.adamw_params, args.adamw_size, args.rounds, 5)
+        print(
+            f"AdamW step, {args.adamw_params} parameters of "
+            f"[{args.adamw_size}, {args.adamw_size}] (wall time, trace + run on ember): "
+            + ", ".join(
+                f"{k} {step[k + ' ms']:.3f} ms"
+                for k in ("eager default", "eager foreach", "eager fused", "ember default")
+            )
+            + "; ember / eager: "
+            + ", ".join(
+                f"{k.split()[1]} {step['ember / ' + k]:.2f}"
+                for k in ("eager default", "eager foreach", "eager fused")
+            )
+        )
     if args.json:
         doc = {
             "rows": rows,
             "summary": s,
+            "adamw_step": step,
             "settings": {
                 "rounds": args.rounds,
                 "inner": args.inner,

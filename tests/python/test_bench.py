@@ -225,7 +225,8 @@ def test_profile_cli_rejects_an_unknown_workload(capsys):
 def test_tracing_overhead_reports_every_op_and_its_numerics(tmp_path):
     """bench/tracing_overhead.py (1 round, 3 calls per sample, thread CPU time): a row
     per op of its list with positive eager and ember costs, ember's result equal to
-    eager's for every op, and the geometric mean / worst summary."""
+    eager's for every op, the geometric mean / worst summary, and the whole-AdamW-step
+    timing (2 parameters of [8, 8] here) against eager's default, foreach and fused."""
     out = tmp_path / "t.json"
     env = dict(os.environ, EMBER_BACKEND="interpreter")  # no C++ compile per sample graph
     p = subprocess.run(
@@ -237,6 +238,10 @@ def test_tracing_overhead_reports_every_op_and_its_numerics(tmp_path):
             "--inner",
             "3",
             "--cpu",
+            "--adamw-params",
+            "2",
+            "--adamw-size",
+            "8",
             "--json",
             str(out),
         ],
@@ -258,6 +263,10 @@ def test_tracing_overhead_reports_every_op_and_its_numerics(tmp_path):
     assert s["worst_op"] in {r["op"] for r in doc["rows"]}
     assert doc["settings"]["clock"] == "thread_time" and doc["settings"]["threads"] == 1
     assert "geomean ratio" in p.stdout
+    step = doc["adamw_step"]  # the whole AdamW step, ember against eager's three
+    for k in ("eager default", "eager foreach", "eager fused"):
+        assert step[k + " ms"] > 0 and step["ember / " + k] > 0, step
+    assert step["ember default ms"] > 0 and "AdamW step, 2 parameters" in p.stdout
 
 
 # --------------------------------------------------------------------------- JAX column
