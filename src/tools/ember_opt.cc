@@ -1,6 +1,6 @@
 // ember-opt: reads text IR, runs passes, prints text IR.
 //
-//   ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] [--emit-kernel] FILE|-
+//   ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] [--emit-kernel[=full]] FILE|-
 //
 // With neither --passes nor --pipeline the graph is parsed, verified and
 // printed back (a round trip). --passes runs the named passes once each, in
@@ -11,8 +11,10 @@
 // index = the fusion's position among the graph's fusions), or of the graph
 // itself when it holds no fusion, instead of the IR: what the CPU code
 // generator emits (docs/codegen.md), without the preamble that every kernel
-// shares (prelude and vector-math declarations). Every error goes to stderr
-// with exit code 1. --version prints `ember-opt <version>` (ember/version.h).
+// shares (prelude and vector-math declarations); --emit-kernel=full prints
+// each as the complete translation unit the compiler gets. Every error goes to
+// stderr with exit code 1. --version prints `ember-opt <version>`
+// (ember/version.h).
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -31,7 +33,7 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] [--emit-kernel] "
+    "usage: ember-opt [--passes=a,b,...|--pipeline=default] [--print-hash] [--emit-kernel[=full]] "
     "FILE|-\n"
     "       ember-opt --list-passes\n"
     "       ember-opt --version\n";
@@ -60,7 +62,8 @@ using ::ember::tools::StartsWith;
 int main(int argc, char** argv) {
   std::string file;
   std::vector<std::string> passes;
-  bool have_passes = false, default_pipeline = false, print_hash = false, emit_kernel = false;
+  bool have_passes = false, default_pipeline = false, print_hash = false, emit_kernel = false,
+       full_kernel = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -81,8 +84,9 @@ int main(int argc, char** argv) {
       default_pipeline = true;
     } else if (arg == "--print-hash") {
       print_hash = true;
-    } else if (arg == "--emit-kernel") {
+    } else if (arg == "--emit-kernel" || arg == "--emit-kernel=full") {
       emit_kernel = true;
+      full_kernel = arg == "--emit-kernel=full";
     } else if (arg != "-" && StartsWith(arg, "-")) {
       return Fail("unknown option '" + arg + "'\n" + kUsage);
     } else if (!file.empty()) {
@@ -128,6 +132,10 @@ int main(int argc, char** argv) {
       if (!ks.ok()) return Fail(file + ": " + ks.status().ToString());
       // The header comment, then the kernel's own part (KernelSource::body).
       const std::string& code = ks->code;
+      if (full_kernel) {
+        std::cout << code;
+        continue;
+      }
       std::cout << code.substr(0, code.find(ks->preamble)) << "// [preamble left out]\n\n"
                 << ks->body;
     }

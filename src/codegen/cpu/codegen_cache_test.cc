@@ -562,15 +562,19 @@ TEST(CodegenObject, InnerLoopsVectorize) {
   ASSERT_NE(red->code.find("// pass: %4 reduce (add)"), std::string::npos) << red->code;
   auto [r0, r1] = FunctionLines(red->code, "ember_phase_0");
   ASSERT_GT(r0, 0);
-  // The line of each pass's full-block lane loop ("for (int l = 0; l < 16; ++l) {").
+  // The line of each pass's full-block lane loop (the simd loop
+  // "for (int64_t l = 0; l < 16; ++l) {" after its "#pragma omp simd").
   std::vector<int> lane_loops;
   {
     std::istringstream in(red->code);
     int line = 0;
+    bool simd = false;
     for (std::string l; std::getline(in, l);) {
       ++line;
-      if (line > r0 && line < r1 && l.find("for (int l = 0; l < 16; ++l) {") != std::string::npos)
+      if (simd && line > r0 && line < r1 &&
+          l.find("for (int64_t l = 0; l < 16; ++l) {") != std::string::npos)
         lane_loops.push_back(line);
+      simd = l.find("#pragma omp simd") != std::string::npos;
     }
   }
   ASSERT_EQ(lane_loops.size(), 2u) << red->code;

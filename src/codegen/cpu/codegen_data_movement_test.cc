@@ -91,6 +91,38 @@ TEST(CodegenDataMovement, RowInvariantReadThroughReverseIsNotTheHoistedValue) {
   ExpectMatchesInterpreter(*g, {RandomLiteral(xs, rng)}, FastOptions(dir.path()));
 }
 
+// Transposes that keep a run of the innermost dim contiguous (an attention
+// head merge [B,H,T,hd] -> [B,T,H*hd]) run as rows of a divisor of the
+// innermost dim (plan_loop.cc RowLength): with a row broadcast hoisted per
+// row, a concatenate along the innermost dim, and at -O1 and -O3.
+TEST(CodegenDataMovement, RowsShorterThanTheInnermostDimMatchInterpreter) {
+  TempDir dir;
+  std::mt19937_64 rng(14);
+  Shape xs(DType::kF32, {2, 3, 4, 8}), ys(DType::kF32, {4, 2, 16}), bs(DType::kF32, {8});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, xs);
+  NodeId y = b.Parameter(1, ys);
+  NodeId r = b.Parameter(2, bs);
+  NodeId merged = b.Reshape(b.Transpose(x, {0, 2, 1, 3}), {8, 24});
+  NodeId ym = b.Reshape(b.Transpose(y, {1, 0, 2}), {2, 64});
+  b.SetOutputs({
+      merged,
+      b.Add(merged, b.BroadcastInDim(b.Exp(r), {8, 24}, {0})),
+      ym,
+      b.Concatenate({merged, b.Reshape(ym, {8, 16})}, 1),
+      b.Reshape(b.Transpose(b.Reshape(ym, {2, 4, 16}), {1, 0, 2}), {4, 32}),
+  });
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const std::vector<Literal> args = {RandomLiteral(xs, rng), RandomLiteral(ys, rng),
+                                     RandomLiteral(bs, rng)};
+  for (bool fast : {true, false}) {
+    CodegenOptions opts = FastOptions(dir.path());
+    opts.fast = fast;
+    ExpectMatchesInterpreter(*g, args, opts);
+  }
+}
+
 TEST(CodegenDataMovement, GetTupleElementOfTupleForwards) {
   TempDir dir;
   std::mt19937_64 rng(12);

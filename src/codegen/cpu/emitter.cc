@@ -1360,7 +1360,7 @@ std::string KernelEntryName(const Graph& g, int kernel_index) {
   return "ember_" + KernelName(g, kernel_index);
 }
 
-StatusOr<KernelSource> EmitKernelSource(const Graph& g, int kernel_index, bool vector_math) {
+StatusOr<KernelSource> EmitKernelSourceLegacy(const Graph& g, int kernel_index, bool vector_math) {
   if (MaxDepth(g) <= kInlineEmitDepth) return KernelEmitter(g, kernel_index, vector_math).Emit();
   // Deep kernel: emit on a thread with a large stack (reserved, touched only
   // as deep as the recursion goes).

@@ -1,5 +1,8 @@
-// Private: Graph -> C++ source of one fused kernel (the public entry point is
-// EmitKernelSource in include/ember/codegen/cpu.h).
+// Private: the string-concatenation emitter, Graph -> C++ source of one
+// fused kernel, kept behind EMBER_CODEGEN_LOOP_IR=0 while the loop-IR
+// emitter (kernel_planner.h, the default) replaces it; and the helpers both
+// share (support check, kernel name, ABI function). The public entry point
+// is EmitKernelSource in include/ember/codegen/cpu.h.
 //
 // Generated layout (docs/codegen.md has a real example):
 //   header comment (the subgraph as PrintGraph lines), the prelude
@@ -17,6 +20,9 @@
 #include "ember/codegen/cpu.h"
 
 namespace ember::codegen {
+
+// EmitKernelSource through the string emitter (EMBER_CODEGEN_LOOP_IR=0).
+StatusOr<KernelSource> EmitKernelSourceLegacy(const Graph& g, int kernel_index, bool vector_math);
 
 // OK if CompileKernel supports every node of `g`; Unimplemented naming the
 // first node it does not.

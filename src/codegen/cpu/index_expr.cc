@@ -19,6 +19,7 @@ struct IndexExpr::Atom {
   int64_t div = 1;
   int64_t mod = 0;
   Int lo = 0, hi = 0;  // range
+  int size = 1;        // 1 + the inner's size
   std::string key;
 };
 
@@ -85,6 +86,7 @@ struct IndexExprOps {
     IndexExpr e;
     std::string key;
     for (const auto& [k, t] : s.terms) {
+      e.size_ += t.first->size;
       e.terms_.push_back({t.first, static_cast<int64_t>(t.second)});
       key += std::to_string(static_cast<int64_t>(t.second)) + "*" + k + "+";
     }
@@ -139,6 +141,7 @@ struct IndexExprOps {
     a->inner = inner;
     a->div = div;
     a->mod = mod;
+    a->size = 1 + inner.size();
     Int lo, hi;
     SumRange(ToSum(inner), &lo, &hi);
     lo = FloorDivInt(lo, div);

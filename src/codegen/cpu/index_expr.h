@@ -82,6 +82,9 @@ class IndexExpr {
   std::optional<int64_t> Coefficient(const std::string& var) const;
   // Whether a floor division or modulo is left.
   bool HasDivMod() const;
+  // The number of atoms, nested ones included (a measure of the printed
+  // size: callers bind a large index to a variable rather than let it grow).
+  int size() const { return size_; }
   // Every variable the expression reads, sorted.
   std::vector<std::string> Variables() const;
   // `this` with variable `var` replaced by `value` (re-simplified).
@@ -106,6 +109,7 @@ class IndexExpr {
  private:
   std::vector<Term> terms_;  // sorted by atom key, coefficients non-zero
   int64_t constant_ = 0;
+  int size_ = 0;
   std::shared_ptr<const std::string> key_;
 
   friend struct IndexExprOps;

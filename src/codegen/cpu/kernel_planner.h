@@ -1,0 +1,124 @@
+// Private: Graph -> loop IR of one fused kernel (loop_ir.h), one planner per
+// kind of phase:
+//   kernel_planner.cc  the kernel: which values are materialized (each reduce
+//                      and scatter, then each graph output), buffers, tables,
+//                      error sites, the entry's launches, the header comment;
+//   plan_loop.cc       elementwise phases: one flat simd loop when every
+//                      index is affine in the element number, else a loop
+//                      over rows with the innermost dim vectorized and row
+//                      invariants hoisted; the f32 multiply-add variant;
+//   plan_reduce.cc     reductions: blocked lane accumulators with pairwise
+//                      chunk combination, or the interpreter's exact tree for
+//                      small float reductions;
+//   plan_rows.cc       row kernels: one phase over rows, one pass per reduce,
+//                      row buffers, non-temporal stores;
+//   plan_scatter.cc    scatter phases (serial, in update order).
+// docs/codegen.md describes the kernels they build.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/cpu/element_builder.h"
+#include "codegen/cpu/loop_ir.h"
+#include "ember/codegen/cpu.h"
+
+namespace ember::codegen {
+
+// Checks support (CheckKernelSupported), plans, prints: the kernel's source.
+StatusOr<KernelSource> EmitKernelSourceFromLoopIr(const Graph& g, int kernel_index,
+                                                  bool vector_math);
+
+class KernelPlanner {
+ public:
+  KernelPlanner(const Graph& g, int kernel_index);
+  // The kernel's loop IR (the graph must pass CheckKernelSupported).
+  LKernel Plan();
+
+  // Elements of work one parallel chunk should at least hold.
+  static constexpr int64_t kGrainWork = 1 << 14;
+
+ private:
+  struct Phase {
+    NodeId node;
+    int dest;               // the buffer it writes
+    std::string dest_text;  // "c->out[2]" / "c->tmp[0]" / "rows"
+    int64_t count;          // work items (elements, rows, 1 for a scatter)
+    int64_t grain;
+  };
+
+  // kernel_planner.cc
+  void PlanPhases();
+  void BuildPhase(int k);
+  int OutputBuffer(int j, const std::string& name);
+  // Declares the phase's data-error flags at its top and stores them at its
+  // end (phase_sites_).
+  void FinishFlags(LFunction* f);
+  void UseSites(const ElementBuilder& e) {
+    phase_sites_.insert(e.used_sites().begin(), e.used_sites().end());
+  }
+  // Marks the simd loop `stmt` with reduction(|:) clauses for `e`'s flags.
+  void SimdFlags(LFunction* f, int stmt, const ElementBuilder& e);
+
+  // plan_loop.cc
+  void LoopPhase(Phase* ph, LFunction* f);
+  // Builds one loop over the phase into `b`: flat (row_len == 0) or by rows
+  // of row_len elements (a divisor of the innermost dim). `used_digits`: an
+  // index kept a digit of the element number (flat) or of the row's counter.
+  void LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool* used_digits);
+  // LoopNest on a detached block of `f` (discarded): only `digits` is kept.
+  void TrialLoopNest(const Phase& ph, LFunction* f, int64_t row_len, bool* digits);
+  // The row length of a phase whose flat loop needs digits: the innermost
+  // dim, else the longest divisor of it (>= kMinRowLength, at most
+  // kMaxRowLengthTrials tried) whose row loop reads every index without a
+  // digit of the row's counter; the innermost dim when none does.
+  int64_t RowLength(const Phase& ph, LFunction* f);
+  static constexpr int64_t kMinRowLength = 8;
+  static constexpr size_t kMaxRowLengthTrials = 12;
+  // Computes row-broadcast operands reached from `roots` once per row into
+  // locals (ctx_.scalars). `outer` indexes the row's leading dims.
+  void HoistRowInvariants(const std::vector<NodeId>& roots, const std::vector<int64_t>& full,
+                          const std::vector<IndexExpr>& outer, LBuilder* b);
+
+  // plan_reduce.cc
+  void ReducePhase(const Phase& ph, LFunction* f);
+  // Statements computing reduce `n` at its output multi-index `kept`; returns
+  // the finished value (before the store's rounding). `stores`: nodes of the
+  // operand's shape whose value at each element the loop also writes into
+  // its row buffer (row kernels).
+  LValue ReduceOneOutput(const Node& n, const std::vector<IndexExpr>& kept, LBuilder* b,
+                         const std::vector<NodeId>& stores = {});
+  LValue ExactTreeReduce(const Node& n, const std::vector<IndexExpr>& xix, LBuilder* b,
+                         const std::vector<NodeId>& stores);
+  void StoreRowValues(ElementBuilder& e, const std::vector<NodeId>& stores, const ElemIndex& idx,
+                      LBuilder* b);
+
+  // plan_rows.cc
+  struct RowPlan {
+    bool ok = false;
+    int k = 0;                  // outer rank
+    std::vector<int64_t> full;  // the rows' shape S
+    int64_t rows = 0, K = 0;
+    std::vector<NodeId> reduces;  // node order
+  };
+  RowPlan PlanRows() const;
+  void RowPhase(LFunction* f);
+  std::set<NodeId> RowPassNodes(const std::vector<NodeId>& roots,
+                                const std::vector<int64_t>& full) const;
+
+  // plan_scatter.cc
+  void ScatterPhase(const Phase& ph, LFunction* f);
+
+  const Graph& g_;
+  int kernel_index_;
+  LKernel k_;
+  KernelContext ctx_;
+  std::vector<Phase> phases_;
+  RowPlan row_;
+  std::set<int> written_outputs_;
+  std::set<int> phase_sites_;
+  int var_counter_ = 0;
+};
+
+}  // namespace ember::codegen

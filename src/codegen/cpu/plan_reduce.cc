@@ -1,0 +1,268 @@
+// Reductions (kernel_planner.h). A reduce phase loops over its output
+// elements; for each, over the outer reduced dims and over the innermost
+// reduced dim in blocks of L lanes (a simd loop over the lanes into explicit
+// accumulators acc[L]), then a scalar tail. Float add/multiply fold each
+// chunk of kBlocksPerChunk blocks pairwise into a binary counter of partial
+// results (EmberPairwise in the prelude); reductions of at most kExactTreeMax
+// float elements replicate the interpreter's order instead (ExactTreeReduce).
+// docs/codegen.md states the error bound.
+#include <algorithm>
+#include <functional>
+
+#include "codegen/cpu/c_types.h"
+#include "codegen/cpu/kernel_planner.h"
+
+namespace ember::codegen {
+namespace {
+
+// Reduction lanes (vector accumulators) and lane blocks per pairwise chunk.
+constexpr int kLanes32 = 16;
+constexpr int kLanes64 = 8;
+constexpr int kBlocksPerChunk = 16;
+// Float reductions of at most this many elements replicate the interpreter's
+// pairwise order exactly (see ExactTreeReduce).
+constexpr int64_t kExactTreeMax = 128;
+
+// The identity of a reduction in the accumulator type, as a literal.
+LValue ReduceIdentity(ReduceKind k, DType t, bool empty) {
+  const std::string ct = ComputeType(t);
+  const bool fl = IsFloat(t);
+  std::string s = "(" + ct + ")0";
+  switch (k) {
+    case ReduceKind::kAdd:
+      // -0 is the exact identity of IEEE addition (x + -0 == x for every x,
+      // -0 included); an empty sum is +0 as in the interpreter.
+      if (fl && !empty) s = "(" + ct + ")-0.0";
+      break;
+    case ReduceKind::kMultiply:
+      s = "(" + ct + ")1";
+      break;
+    case ReduceKind::kMaximum:
+      if (fl) {
+        s = "-__builtin_inf" + std::string(t == DType::kF64 ? "" : "f") + "()";
+      } else if (!IsUnsignedInt(t)) {
+        s = "(" + ct + ")((" + ct + ")1 << (sizeof(" + ct + ") * 8 - 1))";
+      }
+      break;
+    case ReduceKind::kMinimum:
+      if (fl) {
+        s = "__builtin_inf" + std::string(t == DType::kF64 ? "" : "f") + "()";
+      } else if (IsUnsignedInt(t)) {
+        s = "(" + ct + ")~(" + ct + ")0";
+      } else {
+        s = "(" + ct + ")~((" + ct + ")1 << (sizeof(" + ct + ") * 8 - 1))";
+      }
+      break;
+    case ReduceKind::kAnd:
+      s = t == DType::kPred ? "(uint8_t)1" : "(" + ct + ")~(" + ct + ")0";
+      break;
+    case ReduceKind::kOr:
+    case ReduceKind::kAssign:
+      break;
+  }
+  return LLit(s, t);
+}
+
+// The finished value of a non-empty float sum combined with +0.0, as the
+// interpreter (ReduceFromIdentity) and torch.sum do: turns a sum of -0.0s
+// into +0.0 and leaves every other value unchanged.
+LValue FromIdentity(ReduceKind k, DType t, LValue v) {
+  if (!IsFloat(t) || k != ReduceKind::kAdd) return v;
+  return LCombine(ReduceKind::kAdd, t, LLit("(" + ComputeType(t) + ")0", t), std::move(v));
+}
+
+ReduceKind KindOf(const Node& n) { return *ParseReduceKind(n.attrs.GetString("to_apply")); }
+
+}  // namespace
+
+void KernelPlanner::ReducePhase(const Phase& ph, LFunction* f) {
+  const Node& n = g_.node(ph.node);
+  LBuilder b(f, &var_counter_);
+  const IndexExpr o = b.For("o", LVar("begin", DType::kS64), LVar("end", DType::kS64), 0,
+                            n.shape.num_elements() - 1);
+  const LValue v = ReduceOneOutput(n, Delinearize(o, n.shape.dims()), &b);
+  b.Store(ph.dest, o, n.shape.dtype(), v);
+  b.Close();
+}
+
+void KernelPlanner::StoreRowValues(ElementBuilder& e, const std::vector<NodeId>& stores,
+                                   const ElemIndex& idx, LBuilder* b) {
+  for (NodeId id : stores) {
+    const Node& n = g_.node(id);
+    const LValue v = e.Value(id, idx);
+    b->Assign(
+        LArray("scr" + std::to_string(id), LinOf(n.shape, idx) - ctx_.row_base, n.shape.dtype()),
+        v);
+  }
+}
+
+LValue KernelPlanner::ReduceOneOutput(const Node& n, const std::vector<IndexExpr>& kept,
+                                      LBuilder* b, const std::vector<NodeId>& stores) {
+  LFunction* f = b->function();
+  const NodeId x = n.operands[0];
+  const Shape& xs = g_.node(x).shape;
+  const DType t = n.shape.dtype();
+  const ReduceKind kind = KindOf(n);
+  std::vector<bool> reduced(xs.rank(), false);
+  for (int64_t d : n.attrs.GetInts("dimensions")) reduced[d] = true;
+  std::vector<int> red_dims;
+  int64_t nred = 1;
+  for (int d = 0; d < xs.rank(); ++d) {
+    if (reduced[d]) {
+      red_dims.push_back(d);
+      nred *= xs.dim(d);
+    }
+  }
+  if (nred == 0) return ReduceIdentity(kind, t, /*empty=*/true);
+  std::vector<IndexExpr> xix(xs.rank());
+  {
+    int kd = 0;
+    for (int d = 0; d < xs.rank(); ++d) {
+      if (!reduced[d]) xix[d] = kept[kd++];
+    }
+  }
+  if (red_dims.empty()) {
+    ElementBuilder e(ctx_, b);
+    const LValue v = e.Value(x, ElemIndex::Multi(xix));
+    UseSites(e);
+    return FromIdentity(kind, t, v);
+  }
+  if (IsFloat(t) && nred <= kExactTreeMax) return ExactTreeReduce(n, xix, b, stores);
+  const bool pairwise = IsFloat(t) && (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
+  const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
+  const int last = red_dims.back();
+  const int64_t K = xs.dim(last);
+  const LValue id = ReduceIdentity(kind, t, false);
+  const std::string acc = "acc" + std::to_string(n.id);
+  const std::string pw = "pw" + std::to_string(n.id);
+  const std::string nb = "nb" + std::to_string(n.id);
+  auto at = [&](const IndexExpr& l) { return LArray(acc, l, t); };
+  if (pairwise) {
+    b->Decl(pw, t, nullptr, LDeclKind::kPairwise);
+    b->Decl(nb, DType::kS64, LInt(0));
+  }
+  b->DeclArray(acc, t, lanes);
+  {
+    const IndexExpr l = b->For("l", LInt(0), LInt(lanes), 0, lanes - 1);
+    b->Assign(at(l), id);
+    b->Close();
+  }
+  // Pairwise fold of the lanes into acc[0]: acc[l] = acc[l] (+) acc[l + w].
+  auto fold_lanes = [&]() {
+    for (int w = lanes / 2; w >= 1; w /= 2) {
+      const IndexExpr l = b->For("l", LInt(0), LInt(w), 0, w - 1);
+      b->Assign(at(l), LCombine(kind, t, at(l), at(l + w)));
+      b->Close();
+    }
+  };
+  // One block of `count` lanes starting at element `start` of the innermost
+  // reduced dim, then (pairwise) the chunk bookkeeping.
+  auto block = [&](const IndexExpr& start, int64_t count, bool simd) {
+    const IndexExpr l = b->For("l", LInt(0), LInt(count), 0, count - 1, 1, simd);
+    const int loop = b->current();
+    xix[last] = start + l;
+    ElementBuilder e(ctx_, b);
+    const LValue v = e.Value(x, ElemIndex::Multi(xix));
+    StoreRowValues(e, stores, ElemIndex::Multi(xix), b);
+    b->Assign(at(l), LCombine(kind, t, at(l), v));
+    if (simd) SimdFlags(f, loop, e);
+    UseSites(e);
+    b->Close();
+    if (!pairwise) return;
+    const IndexExpr nbv = IndexExpr::Variable(nb, 0, kBlocksPerChunk);
+    b->Assign(LVar(nb, DType::kS64), LIndex(nbv + 1));
+    b->If(LCmpExpr(LCmp::kEq, LVar(nb, DType::kS64), LInt(kBlocksPerChunk)));
+    fold_lanes();
+    b->Push(pw, kind, t, at(IndexExpr()));
+    {
+      const IndexExpr l2 = b->For("l", LInt(0), LInt(lanes), 0, lanes - 1);
+      b->Assign(at(l2), id);
+      b->Close();
+    }
+    b->Assign(LVar(nb, DType::kS64), LInt(0));
+    b->Close();
+  };
+  for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
+    const int d = red_dims[i];
+    xix[d] = b->For("r" + std::to_string(d), LInt(0), LInt(xs.dim(d)), 0, xs.dim(d) - 1);
+  }
+  const int64_t nfull = K / lanes;
+  if (nfull > 0) {
+    const IndexExpr kb = b->For("kb", LInt(0), LInt(nfull), 0, nfull - 1);
+    block(kb * lanes, lanes, /*simd=*/true);
+    b->Close();
+  }
+  if (K % lanes != 0) block(IndexExpr::Constant(nfull * lanes), K % lanes, /*simd=*/false);
+  for (size_t i = 0; i + 1 < red_dims.size(); ++i) b->Close();
+  fold_lanes();
+  const std::string res = "red" + std::to_string(n.id);
+  if (pairwise) {
+    b->If(LCmpExpr(LCmp::kGt, LVar(nb, DType::kS64), LInt(0)));
+    b->Push(pw, kind, t, at(IndexExpr()));
+    b->Close();
+    return FromIdentity(kind, t, b->LetNamed(res, t, LFinish(pw, kind, t, id)));
+  }
+  return FromIdentity(kind, t, b->LetNamed(res, t, at(IndexExpr())));
+}
+
+// Small float reductions (n <= kExactTreeMax reduced elements) use the
+// interpreter's exact order (PairwiseReduce in src/eval/eval_util.h): halve
+// until a run has <= 8 elements, combine each run left to right, then
+// combine the halves. n is static, so the tree is built unrolled over a
+// local array of the n input values; results are bit-identical.
+LValue KernelPlanner::ExactTreeReduce(const Node& n, const std::vector<IndexExpr>& kept_xix,
+                                      LBuilder* b, const std::vector<NodeId>& stores) {
+  const DType t = n.shape.dtype();
+  const ReduceKind kind = KindOf(n);
+  const Shape& xs = g_.node(n.operands[0]).shape;
+  std::vector<bool> reduced(xs.rank(), false);
+  for (int64_t d : n.attrs.GetInts("dimensions")) reduced[d] = true;
+  std::vector<int64_t> red_dims;
+  std::vector<int> red_axes;
+  for (int d = 0; d < xs.rank(); ++d) {
+    if (reduced[d]) {
+      red_dims.push_back(xs.dim(d));
+      red_axes.push_back(d);
+    }
+  }
+  int64_t total = 1;
+  for (int64_t d : red_dims) total *= d;
+  const std::string vals = "vals" + std::to_string(n.id);
+  b->DeclArray(vals, t, total);
+  {
+    const IndexExpr r = b->For("r", LInt(0), LInt(total), 0, total - 1, 1, /*simd=*/true);
+    const int loop = b->current();
+    std::vector<IndexExpr> xix = kept_xix;
+    const std::vector<IndexExpr> rix = Delinearize(r, red_dims);
+    for (size_t i = 0; i < red_axes.size(); ++i) xix[red_axes[i]] = rix[i];
+    ElementBuilder e(ctx_, b);
+    const LValue v = e.Value(n.operands[0], ElemIndex::Multi(xix));
+    StoreRowValues(e, stores, ElemIndex::Multi(xix), b);
+    b->Assign(LArray(vals, r, t), v);
+    SimdFlags(b->function(), loop, e);
+    UseSites(e);
+    b->Close();
+  }
+  int leaf = 0;
+  const std::string tp = "t" + std::to_string(n.id) + "_";
+  std::function<LValue(int64_t, int64_t)> tree = [&](int64_t begin, int64_t len) -> LValue {
+    if (len <= 8) {
+      const std::string a = tp + std::to_string(leaf++);
+      const LValue av = b->Decl(a, t, LArray(vals, IndexExpr::Constant(begin), t));
+      if (len > 1) {
+        const IndexExpr i =
+            b->For("i", LInt(begin + 1), LInt(begin + len), begin + 1, begin + len - 1);
+        b->Assign(av, LCombine(kind, t, av, LArray(vals, i, t)));
+        b->Close();
+      }
+      return av;
+    }
+    const int64_t half = len / 2;
+    const LValue lhs = tree(begin, half);
+    const LValue rhs = tree(begin + half, len - half);
+    return LCombine(kind, t, lhs, rhs);
+  };
+  return FromIdentity(kind, t, tree(0, total));
+}
+
+}  // namespace ember::codegen
