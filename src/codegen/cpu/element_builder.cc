@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "codegen/cpu/c_types.h"
+#include "ember/ir/attributes.h"
 
 namespace ember::codegen {
 namespace {
@@ -178,7 +179,7 @@ ElemIndex ElementBuilder::OperandIndex(const Node& n, const ElemIndex& idx) {
   const Shape& rs = n.shape;
   switch (n.op) {
     case OpKind::kBroadcastInDim: {
-      const auto& map = n.attrs.GetInts("dimensions");
+      const auto& map = attr::Dimensions(n);
       if (os.rank() == 0) return ElemIndex::Scalar();
       bool identity = os.dims() == rs.dims();
       for (size_t i = 0; i < map.size(); ++i) identity &= map[i] == static_cast<int64_t>(i);
@@ -214,15 +215,15 @@ ElemIndex ElementBuilder::OperandIndex(const Node& n, const ElemIndex& idx) {
       return ElemIndex::Linear(LinOf(rs, idx));
     }
     case OpKind::kTranspose: {
-      const auto& perm = n.attrs.GetInts("dimensions");
+      const auto& perm = attr::Dimensions(n);
       const auto rix = Multi(rs, idx);
       std::vector<IndexExpr> ix(os.rank());
       for (size_t i = 0; i < perm.size(); ++i) ix[perm[i]] = rix[i];
       return ElemIndex::Multi(std::move(ix));
     }
     case OpKind::kSlice: {
-      const auto& start = n.attrs.GetInts("start");
-      auto stride = n.attrs.GetInts("stride");
+      const auto& start = attr::Start(n);
+      auto stride = attr::Stride(n);
       if (stride.empty()) stride.assign(os.rank(), 1);
       if (os.dims() == rs.dims()) return idx;  // full slice
       const auto rix = Multi(rs, idx);
@@ -232,7 +233,7 @@ ElemIndex ElementBuilder::OperandIndex(const Node& n, const ElemIndex& idx) {
     }
     case OpKind::kReverse: {
       std::vector<bool> rev(os.rank(), false);
-      for (int64_t d : n.attrs.GetInts("dimensions")) rev[d] = !rev[d];
+      for (int64_t d : attr::Dimensions(n)) rev[d] = !rev[d];
       const auto rix = Multi(rs, idx);
       std::vector<IndexExpr> ix(os.rank());
       for (int d = 0; d < os.rank(); ++d) {
@@ -292,7 +293,7 @@ ElementBuilder::Step ElementBuilder::Advance(Frame& f, LValue child) {
     case OpKind::kGetTupleElement:
       if (f.stage++ == 0) {
         const Node& tuple = g_.node(n.operands[0]);  // a tuple (CheckKernelSupported)
-        return Step::Ask(tuple.operands[n.attrs.GetInt("index")], f.idx);
+        return Step::Ask(tuple.operands[attr::Index(n)], f.idx);
       }
       return Step::Done(f.vals[0]);
     case OpKind::kConcatenate:
@@ -318,7 +319,7 @@ ElementBuilder::Step ElementBuilder::Leaf(Frame& f) {
       return Step::Done(b_->Let(t, LLoad(tab->second, Lin(n.shape, f.idx), t)));
     }
     default: {  // iota
-      const int64_t dim = n.attrs.GetInt("iota_dimension");
+      const int64_t dim = attr::IotaDimension(n);
       const IndexExpr i = Multi(n.shape, f.idx)[dim];
       NoteDigits(i);
       return Step::Done(b_->Let(t, LConvert(DType::kS64, t, LIndex(i))));
@@ -351,7 +352,7 @@ ElementBuilder::Step ElementBuilder::Elementwise(Frame& f) {
   }
   ComparisonKind dir = ComparisonKind::kEq;
   if (n.op == OpKind::kCompare) {
-    if (auto d = ParseComparisonKind(n.attrs.GetString("direction"))) dir = *d;
+    if (auto d = attr::Direction.Find(n.attrs)) dir = *d;
   }
   const DType operand = n.op == OpKind::kClamp ? g_.node(n.operands[1]).shape.dtype() : from;
   return Step::Done(
@@ -361,7 +362,7 @@ ElementBuilder::Step ElementBuilder::Elementwise(Frame& f) {
 ElementBuilder::Step ElementBuilder::Concatenate(Frame& f) {
   const Node& n = g_.node(f.id);
   const DType t = n.shape.dtype();
-  const int64_t dim = n.attrs.GetInt("dimension");
+  const int64_t dim = attr::Dimension(n);
   if (f.stage == 0) {
     f.ix = Multi(n.shape, f.idx);
     int64_t off = 0;
@@ -417,9 +418,9 @@ ElementBuilder::Step ElementBuilder::Pad(Frame& f) {
     case 1: {
       const LValue pad = f.vals[0];
       if (os.num_elements() == 0) return Step::Done(pad);
-      const auto& low = n.attrs.GetInts("low");
-      const auto& high = n.attrs.GetInts("high");
-      auto interior = n.attrs.GetInts("interior");
+      const auto& low = attr::Low(n);
+      const auto& high = attr::High(n);
+      auto interior = attr::Interior(n);
       if (interior.empty()) interior.assign(os.rank(), 0);
       const auto rix = Multi(n.shape, f.idx);
       f.ix.assign(os.rank(), IndexExpr());
@@ -508,9 +509,9 @@ std::map<int64_t, IndexExpr> ElementBuilder::IndexStarts(
 ElementBuilder::Step ElementBuilder::Gather(Frame& f) {
   const Node& n = g_.node(f.id);
   if (f.stage++ > 0) return Step::Done(f.vals[0]);
-  const auto& offset_dims = n.attrs.GetInts("offset_dims");
-  const auto& collapsed = n.attrs.GetInts("collapsed_slice_dims");
-  const auto& slice_sizes = n.attrs.GetInts("slice_sizes");
+  const auto& offset_dims = attr::OffsetDims(n);
+  const auto& collapsed = attr::CollapsedSliceDims(n);
+  const auto& slice_sizes = attr::SliceSizes(n);
   const Shape& os = g_.node(n.operands[0]).shape;
   auto has = [](const std::vector<int64_t>& v, int64_t x) {
     return std::find(v.begin(), v.end(), x) != v.end();
@@ -521,7 +522,7 @@ ElementBuilder::Step ElementBuilder::Gather(Frame& f) {
     if (!has(offset_dims, d)) batch_ix.push_back(rix[d]);
   }
   const std::map<int64_t, IndexExpr> starts =
-      IndexStarts(n, n.attrs.GetInt("index_vector_dim"), n.attrs.GetInts("start_index_map"),
+      IndexStarts(n, attr::IndexVectorDim(n), attr::StartIndexMap(n),
                   std::vector<int64_t>(slice_sizes.begin(), slice_sizes.end()), batch_ix);
   std::vector<IndexExpr> oix(os.rank());
   size_t k = 0;  // position among offset_dims

@@ -68,7 +68,7 @@ int KernelPlanner::OutputBuffer(int j, const std::string& name) {
 }
 
 LKernel KernelPlanner::Plan() {
-  k_.name = KernelName(g_, kernel_index_);
+  k_.name = KernelEntryName(g_, kernel_index_);
   k_.graph = &g_;
   ctx_.graph = &g_;
   ctx_.kernel = &k_;

@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "codegen/cpu/kernel_planner.h"
+#include "ember/ir/attributes.h"
 
 namespace ember::codegen {
 
@@ -162,7 +163,7 @@ void KernelPlanner::HoistRowInvariants(const std::vector<NodeId>& roots,
     if (ctx_.materialized.count(id) || ctx_.row_buffers.count(id)) continue;
     if (n.op == OpKind::kBroadcastInDim) {
       const Node& op = g_.node(n.operands[0]);
-      const auto& map = n.attrs.GetInts("dimensions");
+      const auto& map = attr::Dimensions(n);
       const int k = op.shape.rank();
       bool row = k >= 1 && k < static_cast<int>(full.size()) && k <= static_cast<int>(outer.size());
       for (int i = 0; row && i < k; ++i) row = map[i] == i && op.shape.dim(i) == full[i];

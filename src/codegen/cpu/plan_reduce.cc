@@ -11,6 +11,7 @@
 
 #include "codegen/cpu/c_types.h"
 #include "codegen/cpu/kernel_planner.h"
+#include "ember/ir/attributes.h"
 
 namespace ember::codegen {
 namespace {
@@ -71,7 +72,7 @@ LValue FromIdentity(ReduceKind k, DType t, LValue v) {
   return LCombine(ReduceKind::kAdd, t, LLit("(" + ComputeType(t) + ")0", t), std::move(v));
 }
 
-ReduceKind KindOf(const Node& n) { return *ParseReduceKind(n.attrs.GetString("to_apply")); }
+ReduceKind KindOf(const Node& n) { return attr::ToApply(n); }
 
 }  // namespace
 
@@ -104,7 +105,7 @@ LValue KernelPlanner::ReduceOneOutput(const Node& n, const std::vector<IndexExpr
   const DType t = n.shape.dtype();
   const ReduceKind kind = KindOf(n);
   std::vector<bool> reduced(xs.rank(), false);
-  for (int64_t d : n.attrs.GetInts("dimensions")) reduced[d] = true;
+  for (int64_t d : attr::Dimensions(n)) reduced[d] = true;
   std::vector<int> red_dims;
   int64_t nred = 1;
   for (int d = 0; d < xs.rank(); ++d) {
@@ -216,7 +217,7 @@ LValue KernelPlanner::ExactTreeReduce(const Node& n, const std::vector<IndexExpr
   const ReduceKind kind = KindOf(n);
   const Shape& xs = g_.node(n.operands[0]).shape;
   std::vector<bool> reduced(xs.rank(), false);
-  for (int64_t d : n.attrs.GetInts("dimensions")) reduced[d] = true;
+  for (int64_t d : attr::Dimensions(n)) reduced[d] = true;
   std::vector<int64_t> red_dims;
   std::vector<int> red_axes;
   for (int d = 0; d < xs.rank(); ++d) {

@@ -20,7 +20,7 @@
 
 #include "codegen/cpu/c_types.h"
 #include "codegen/cpu/kernel_planner.h"
-#include "codegen/cpu/vector_math.h"
+#include "ember/ir/attributes.h"
 #include "ember/ir/fusion_analysis.h"
 
 namespace ember::codegen {
@@ -33,20 +33,12 @@ constexpr int64_t kRowBufferBytes = 64 << 10;
 // (beyond the caches) write them with non-temporal stores.
 constexpr int64_t kStreamBytes = int64_t{4} << 20;
 
-// Values worth keeping in a row buffer rather than recomputing per pass.
+// Values worth keeping in a row buffer rather than recomputing per pass:
+// float values of the expensive ops (element cost >= kExpensiveElementCost:
+// transcendental functions, division).
 bool IsRowBufferWorthy(const Node& n) {
-  if (n.shape.is_tuple() || !IsFloat(n.shape.dtype())) return false;
-  switch (n.op) {
-    case OpKind::kDivide:
-    case OpKind::kRemainder:
-    case OpKind::kPower:
-    case OpKind::kAtan2:
-    case OpKind::kSqrt:
-    case OpKind::kRsqrt:
-      return true;
-    default:
-      return IsVectorMathOp(n.op);
-  }
+  return !n.shape.is_tuple() && IsFloat(n.shape.dtype()) && IsElementwise(n.op) &&
+         ElementCost(n.op) >= kExpensiveElementCost;
 }
 
 }  // namespace
@@ -152,7 +144,7 @@ void KernelPlanner::RowPhase(LFunction* f) {
     const Node& n = g_.node(id);
     const DType t = n.shape.dtype();
     HoistRowInvariants({n.operands[0]}, rp.full, outer_ix, &b);
-    b.Comment("pass: %" + std::to_string(id) + " reduce (" + n.attrs.GetString("to_apply") + ")");
+    b.Comment("pass: %" + std::to_string(id) + " reduce (" + attr::ToApply.Text(n.attrs) + ")");
     const LValue v = ReduceOneOutput(n, outer_ix, &b, stores[ri]);
     // The value later passes see is the stored one (bf16/f16 rounded).
     ctx_.scalars[ValueKey(g_, id, ElemIndex::Multi(outer_ix))] =

@@ -7,15 +7,16 @@
 #include <algorithm>
 
 #include "codegen/cpu/kernel_planner.h"
+#include "ember/ir/attributes.h"
 
 namespace ember::codegen {
 
 void KernelPlanner::ScatterPhase(const Phase& ph, LFunction* f) {
   const Node& n = g_.node(ph.node);
   const DType t = n.shape.dtype();
-  const ReduceKind kind = *ParseReduceKind(n.attrs.GetString("to_apply"));
-  const auto& update_window_dims = n.attrs.GetInts("update_window_dims");
-  const auto& inserted = n.attrs.GetInts("inserted_window_dims");
+  const ReduceKind kind = attr::ToApply(n);
+  const auto& update_window_dims = attr::UpdateWindowDims(n);
+  const auto& inserted = attr::InsertedWindowDims(n);
   const Shape& os = n.shape;
   const Shape& us = g_.node(n.operands[2]).shape;
   auto has = [](const std::vector<int64_t>& v, int64_t x) {
@@ -43,9 +44,8 @@ void KernelPlanner::ScatterPhase(const Phase& ph, LFunction* f) {
     if (!has(update_window_dims, d)) batch_ix.push_back(uix[d]);
   }
   ElementBuilder upd(ctx_, &b);
-  const std::map<int64_t, IndexExpr> starts =
-      upd.IndexStarts(n, n.attrs.GetInt("index_vector_dim"),
-                      n.attrs.GetInts("scatter_dims_to_operand_dims"), window, batch_ix);
+  const std::map<int64_t, IndexExpr> starts = upd.IndexStarts(
+      n, attr::IndexVectorDim(n), attr::ScatterDimsToOperandDims(n), window, batch_ix);
   std::vector<IndexExpr> oix(os.rank());
   size_t k = 0;  // position among the window dims
   for (int d = 0; d < os.rank(); ++d) {
