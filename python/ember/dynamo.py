@@ -15,8 +15,16 @@ Tensors and copies. The user's tensors stay CPU tensors, as with Inductor: each 
 input is handed to the graph without a copy (``_C.wrap_host``: an ember tensor over the
 same memory, only ever read) and each result comes back without a copy (``_C.data_of``:
 the CPU tensor over the device buffer the program wrote). Input mutations (optimizer
-state updated in place) are functionalized by AOTAutograd, which copies the new values
-back into the CPU inputs after the call.
+state updated in place, BatchNorm's running statistics) stay in the graph
+(``keep_inference_input_mutations``): the backend takes AOTAutograd's trailing
+``copy_(input, value)`` nodes out, the program returns the new values, and the backend
+writes them into the inputs itself after the run (``_split_input_mutations``). On a
+replay a parameter that covers its whole storage, shared with no other tensor, takes
+the result's buffer instead of a copy (``CapturedProgram.run``; counted in
+``counters()["buffers_moved"]``): the parameter object, its storage and its views stay,
+its data pointer changes and its version counter moves as ``copy_`` would move it.
+Everything else (optimizer state, parameters with views or over NumPy memory) is
+copied, as AOTAutograd's copy-back did (``write_inputs = False`` restores that).
 
 Models already on the ember device (``model.to(ember.device())``): Dynamo fakifies
 their tensors like any device's (ember/_fake.py), and a graph whose inputs are ember
@@ -113,12 +121,66 @@ def _retarget_devices(gm: torch.fx.GraphModule) -> int:
     return changed
 
 
+def _split_input_mutations(gm: torch.fx.GraphModule) -> tuple[list, int]:
+    """Takes AOTAutograd's input mutations out of the graph (``keep_inference_input_mutations``
+    leaves them in it as trailing ``copy_(input, value)`` nodes): each such node is removed
+    and its value appended to the graph's outputs. Returns ([(input index, output
+    position)], number of the graph's own outputs); the caller writes each value into its
+    input after the run. Raises EmberCompileError for a ``copy_`` into an input that a
+    later node still reads (AOTAutograd never emits one)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    index = {n: i for i, n in enumerate(placeholders)}
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    outs = output.args[0]
+    if not isinstance(outs, (list, tuple)):
+        outs = (outs,)
+    n_out = len(outs)
+    copies = [
+        n
+        for n in gm.graph.nodes
+        if n.op == "call_function"
+        and n.target is torch.ops.aten.copy_.default
+        and n.args[0] in index
+        and not n.users
+    ]
+    if not copies:
+        return [], n_out
+    writes, extra = [], []
+    for c in copies:
+        dst, src = c.args[0], c.args[1]
+        if any(order[u] > order[c] for u in dst.users if u is not c):
+            raise EmberCompileError(
+                f"torch.compile(backend='ember'): graph input {index[dst]} is read after "
+                f"its in-place update ({c.format_node()}); Ember applies input updates "
+                "after the graph runs"
+            )
+        writes.append((index[dst], n_out + len(extra)))
+        extra.append(src)
+    for c in copies:
+        gm.graph.erase_node(c)
+    output.args = (tuple(outs) + tuple(extra),)
+    gm.recompile()
+    return writes, n_out
+
+
+def _write_inputs(inputs, outs, writes) -> None:
+    """Writes the graph's new input values (``outs[k]``) into its inputs (``inputs[j]``)
+    for the pairs (j, k) of `writes`, as AOTAutograd's copy-back does."""
+    with torch.no_grad():
+        for j, k in writes:
+            inputs[j].copy_(outs[k])
+
+
 def _describe(t) -> str:
     return f"{type(t).__name__}(dtype={t.dtype}, shape={tuple(t.shape)}, device={t.device})"
 
 
 # Rerun captured programs (False: trace the FX graph on every call; for measurements).
 replay = True
+# Input mutations written back by EmberGraph (False: AOTAutograd's copy-back, as before
+# the backend kept them; for A/B measurements). Read when a graph is compiled.
+write_inputs = True
 # Captured programs kept per graph (one per shape / scalar-input set; oldest dropped).
 MAX_CAPTURES = 8
 _counts = {
@@ -127,6 +189,8 @@ _counts = {
     "replays": 0,
     "captures": 0,
     "refusals": 0,
+    "input_writes": 0,
+    "buffers_moved": 0,
     "checkpointed_graphs": 0,
     "recomputed_nodes": 0,
 }
@@ -137,7 +201,10 @@ def counters() -> dict:
     """Calls of compiled graphs since ``clear_counters()``: ``calls``; ``traces`` (the
     FX graph ran op by op on the lazy device), ``replays`` (a captured program ran),
     ``captures`` (programs captured), ``refusals`` (traces whose program could not be
-    captured) and ``refusal_reasons`` (reason -> count). Compilations:
+    captured) and ``refusal_reasons`` (reason -> count); ``input_writes`` (new values
+    of mutated inputs written back, e.g. an optimizer's parameters and state) and, of
+    those, ``buffers_moved`` (a parameter took the result's buffer instead of a copy).
+    Compilations:
     ``checkpointed_graphs`` (forward graphs with activation-checkpointed nodes) and
     ``recomputed_nodes`` (nodes their backward graphs recompute)."""
     out = dict(_counts)
@@ -177,6 +244,8 @@ class EmberGraph:
         # An instance attribute, so Dynamo's disable() wrapper of the backward (which
         # copies __dict__) is called boxed too.
         self._boxed_call = True
+        # (input index, output position) per input update; the graph's own outputs.
+        self.writes, self.n_out = _split_input_mutations(gm)
         self.gm = gm
         self.kind = kind
         self.calls = 0
@@ -209,7 +278,12 @@ class EmberGraph:
         _counts["traces"] += 1
         self.traces += 1
         with torch.no_grad():
-            return self.gm(*ins)
+            outs = self.gm(*ins)
+            if not self.writes:
+                return outs
+            _write_inputs(ins, outs, self.writes)
+            _counts["input_writes"] += len(self.writes)
+            return type(outs)(outs[: self.n_out])
 
     def __call__(self, *args):
         if len(args) == 1 and type(args[0]) is list:
@@ -223,17 +297,19 @@ class EmberGraph:
         tensors = [a if isinstance(a, torch.Tensor) else None for a in args]
         scalars = tuple(a for a, t in zip(args, tensors) if t is None)
         if replay:
-            for key, program, template in self.captures:
+            for key, program, template, writes in self.captures:
                 if key == scalars:
                     try:
-                        outs = program.run(tensors)
+                        res = program.run(tensors, writes)
                     except Exception:
                         _counts["replays"] += 1  # the program ran and failed
                         raise
-                    if outs is not None:
+                    if res is not None:
                         _counts["replays"] += 1
+                        _counts["input_writes"] += len(writes)
+                        _counts["buffers_moved"] += res[1]
                         args.clear()
-                        return _fill(template, outs)
+                        return _fill(template, res[0], self.n_out)
         for i, a in enumerate(tensors):
             if a is not None:
                 self._check(i, a)
@@ -247,6 +323,11 @@ class EmberGraph:
             outs = self.gm(*ins)
             del ins
             flat = outs if isinstance(outs, (list, tuple)) else (outs,)
+            # Output position -> index among the tensor outputs (CapturedProgram.run's).
+            tensor_index = {}
+            for i, o in enumerate(flat):
+                if isinstance(o, torch.Tensor):
+                    tensor_index[i] = len(tensor_index)
             lazy = [o for o in flat if isinstance(o, torch.Tensor) and o.device.type == "ember"]
             if not replay:
                 _C.sync("torch.compile(backend='ember')")
@@ -265,17 +346,23 @@ class EmberGraph:
                     _counts["captures"] += 1
                     slots = [True if isinstance(o, torch.Tensor) else (False, o) for o in flat]
                     kind = type(outs) if isinstance(outs, (list, tuple)) else None
-                    self.captures.append((scalars, program, (kind, slots)))
+                    writes = [(j, tensor_index[k]) for j, k in self.writes]
+                    self.captures.append((scalars, program, (kind, slots), writes))
                     del self.captures[:-MAX_CAPTURES]
-            return _to_host(outs)
+            host = _to_host(outs)
+            if not self.writes:
+                return host
+            _write_inputs(tensors, host, self.writes)
+            _counts["input_writes"] += len(self.writes)
+            return type(host)(host[: self.n_out])
 
 
-def _fill(template, tensors):
-    """The graph's outputs from a captured run: `tensors` at the tensor positions, the
-    first call's values (ints, None) elsewhere."""
+def _fill(template, tensors, n_out):
+    """The graph's first `n_out` outputs from a captured run: `tensors` at the tensor
+    positions, the first call's values (ints, None) elsewhere."""
     kind, slots = template
     it = iter(tensors)
-    out = [next(it) if s is True else s[1] for s in slots]
+    out = [next(it) if s is True else s[1] for s in slots[:n_out]]
     return out[0] if kind is None else kind(out)
 
 
@@ -372,6 +459,9 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         fw_compiler=_compiler("forward", state),
         bw_compiler=_compiler("backward", state),
         inference_compiler=_compiler("inference", state),
+        # Input mutations stay in the graph (EmberGraph writes them back itself, moving a
+        # parameter's new buffer in where it can) instead of AOTAutograd's copy-back.
+        keep_inference_input_mutations=write_inputs,
         **extra,
     )
     return backend(gm, example_inputs, **kwargs)

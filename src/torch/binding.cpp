@@ -414,4 +414,10 @@ bool is_runtime_buffer(const at::Tensor& t) {
   return t.has_storage() && t.storage().data_ptr().get_deleter() == &delete_runtime_buffer;
 }
 
+bool is_exclusive_runtime_buffer(const at::Tensor& t) {
+  if (!is_runtime_buffer(t)) return false;
+  const auto* ref = static_cast<const ember::BufferRef*>(t.storage().data_ptr().get_context());
+  return ref && ref->use_count() == 1 && !(*ref)->literal().is_borrowed();
+}
+
 }  // namespace ember_torch

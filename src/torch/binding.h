@@ -27,6 +27,10 @@ std::vector<int64_t> dense_permutation(const at::Tensor& t);
 // A CPU tensor over `buf`'s bytes (which it keeps alive) with sizes/strides of `m`.
 at::Tensor wrap_buffer(const ember::BufferRef& buf, const TensorMeta& m);
 
+// Whether `t`'s storage is a runtime buffer (wrap_buffer) that nothing else refers to:
+// no other BufferRef (an executable's pool, another storage) and not borrowed memory.
+bool is_exclusive_runtime_buffer(const at::Tensor& t);
+
 // A device buffer laid out exactly as `m` holding the values of `src` (same sizes).
 // Broadcast (stride-0) dimensions take the first element along them; a layout whose
 // elements still overlap cannot be written and gets a dense copy instead.

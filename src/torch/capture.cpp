@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "binding.h"
 #include "donation.h"
 #include "execution_queue.h"
 #include "graph_cache.h"
@@ -32,7 +33,59 @@ bool draws_random(const Node& n) {
   return false;
 }
 
+// The deleter of the default CPU allocator's memory (what torch.empty allocates).
+c10::DeleterFnPtr cpu_deleter() {
+  static const c10::DeleterFnPtr d = at::empty({1}).storage().data_ptr().get_deleter();
+  return d;
+}
+
+// Moves `src`'s buffer (a run's output that only the caller holds) into `dst`, the FX
+// input it is the new value of, when nothing can observe the difference from a copy:
+// `dst` is a parameter (requires grad: numpy() refuses it, so no array views its memory
+// without a second tensor on its storage) that covers its whole storage, which no other
+// tensor shares (`storage_uses`: its storage's use count when only `dst` and a Python
+// storage object nobody holds refer to it; 0: never), allocated by the CPU allocator or
+// a runtime buffer nothing else holds. Returns false (nothing changed) otherwise.
+bool move_buffer(const at::Tensor& dst, const at::Tensor& src, size_t storage_uses) {
+  if (!dst.requires_grad() || dst.is_inference() || dst.device().type() != at::kCPU ||
+      dst.layout() != at::kStrided || dst.scalar_type() != src.scalar_type() ||
+      dst.sizes() != src.sizes() || dst.storage_offset() != 0 || src.storage_offset() != 0 ||
+      !dst.is_contiguous() || !src.is_contiguous() || !dst.has_storage()) {
+    return false;
+  }
+  const size_t bytes = static_cast<size_t>(dst.numel()) * dst.element_size();
+
+  const c10::Storage& ds = dst.storage();
+  const c10::Storage& ss = src.storage();
+  if (ds.nbytes() != bytes || ss.nbytes() != bytes || ds.use_count() != storage_uses ||
+      ss.use_count() != 1 || src.use_count() != 1 || !is_exclusive_runtime_buffer(src)) {
+    return false;
+  }
+  if (ds.data_ptr().get_deleter() != cpu_deleter() && !is_exclusive_runtime_buffer(dst)) {
+    return false;  // external memory (from_blob, NumPy, shared memory, mmap): write it
+  }
+  c10::StorageImpl* d = ds.unsafeGetStorageImpl();
+  c10::StorageImpl* s = ss.unsafeGetStorageImpl();
+  c10::DataPtr value = s->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+  c10::DataPtr old = d->set_data_ptr(std::move(value));
+  s->set_data_ptr_noswap(std::move(old));  // freed with `src`
+  dst.unsafeGetTensorImpl()->bump_version();
+  return true;
+}
+
 }  // namespace
+
+size_t exclusive_storage_uses(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return 0;
+  const c10::Storage& st = t.storage();
+  const size_t n = st.use_count();
+  if (n == 1) return 1;
+  // PyObject preservation (c10/util/intrusive_ptr.h): a Python storage object holds one
+  // reference; it is nobody's when only that reference keeps it alive.
+  const auto* slot = st.unsafeGetStorageImpl()->pyobj_slot();
+  if (n == 2 && slot->load_pyobj() && slot->has_unique_reference()) return 2;
+  return 0;
+}
 
 std::vector<uint64_t> pending_state_ids() {
   std::vector<uint64_t> ids;
@@ -157,9 +210,11 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
   return cap;
 }
 
-std::optional<std::vector<at::Tensor>> CapturedProgram::run(
-    const std::vector<at::Tensor>& inputs) const {
+std::optional<std::vector<at::Tensor>> CapturedProgram::run(const std::vector<at::Tensor>& inputs,
+                                                            const std::vector<InputWrite>& writes,
+                                                            int64_t* moved) const {
   if (inputs.size() != input_metas_.size()) return std::nullopt;
+
   std::unordered_map<const c10::StorageImpl*, int> first;
   for (size_t j = 0; j < inputs.size(); ++j) {
     const at::Tensor& t = inputs[j];
@@ -190,6 +245,8 @@ std::optional<std::vector<at::Tensor>> CapturedProgram::run(
   std::lock_guard<std::mutex> sync_lock(sync_mutex());
   auto t0 = std::chrono::steady_clock::now();
   LoweredRun r = run_lowered(*program_, g, {});
+  g.inputs.clear();  // the views of the inputs (they share the inputs' storages)
+
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   {
     std::lock_guard<std::mutex> mg(metrics().mu);
@@ -200,9 +257,32 @@ std::optional<std::vector<at::Tensor>> CapturedProgram::run(
   set_last_graph(stats_);
   ++runs_;
   if (r.error) std::rethrow_exception(r.error);
+  std::vector<int> uses(r.outputs.size(), 0);  // outputs per root
+  for (const auto& s : outputs_) {
+    if (s.root >= 0) ++uses[s.root];
+  }
   std::vector<at::Tensor> out;
   out.reserve(outputs_.size());
-  for (const auto& s : outputs_) out.push_back(s.root >= 0 ? r.outputs[s.root] : resolve(s));
+  for (const auto& s : outputs_) {
+    if (s.root < 0) {
+      out.push_back(resolve(s));
+    } else if (uses[s.root] == 1) {
+      out.push_back(std::move(r.outputs[s.root]));  // only `out` holds it
+    } else {
+      out.push_back(r.outputs[s.root]);
+    }
+  }
+  r.outputs.clear();
+  for (const auto& w : writes) {
+    const at::Tensor& dst = inputs.at(w.input);
+    at::Tensor& src = out.at(w.output);
+    if (move_buffer(dst, src, w.storage_uses)) {
+      if (moved) ++*moved;
+      continue;
+    }
+    at::NoGradGuard no_grad;
+    dst.copy_(src);
+  }
   return out;
 }
 

@@ -34,6 +34,18 @@ void sync_and_capture(const std::string& reason, SyncCapture* capture);
 std::mutex& sync_mutex();                   // held by every sync (and by CapturedProgram::run)
 std::vector<uint64_t> pending_state_ids();  // ids of the states with pending work
 
+// An FX input the graph overwrites (CapturedProgram::run): output `output` is the new
+// value of input `input`; `storage_uses` is exclusive_storage_uses(input), taken while
+// the GIL is held.
+struct InputWrite {
+  int input = -1, output = -1;
+  size_t storage_uses = 0;
+};
+// The use count of `t`'s storage when nothing but `t` refers to it: 1, or 2 when a
+// Python storage object that no Python code holds keeps the other reference; else 0.
+// Needs the GIL.
+size_t exclusive_storage_uses(const at::Tensor& t);
+
 class CapturedProgram {
  public:
   // Syncs all pending work (as sync(reason)) and returns a program that reruns it, or
@@ -48,9 +60,18 @@ class CapturedProgram {
                                                   const std::string& reason, std::string* why);
   // The outputs (CPU tensors) for new inputs, or nullopt when their sizes, strides or
   // dtypes differ from the captured ones or they share storages in another pattern
-  // (which inputs, at which relative offsets). Throws the
-  // program's error (eager's exception type, naming the ATen op); inputs are never written.
-  std::optional<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs) const;
+  // (which inputs, at which relative offsets). Throws the program's error (eager's
+  // exception type, naming the ATen op), and then no input has been written.
+  // `writes`: (FX input j, output k) pairs, output k being input j's new value (an input
+  // mutation kept in the graph: AOTAutograd's trailing `copy_(input, value)`). After a
+  // successful run each value is written into its input: a tensor that requires grad
+  // (a parameter), covers its whole storage and shares it with no other tensor takes the
+  // output's buffer instead of a copy (its storage's data pointer changes, its version
+  // counter moves as copy_ would move it; `*moved` counts these); any other input gets
+  // copy_ (under no_grad). The returned outputs at written positions are unspecified.
+  std::optional<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs,
+                                             const std::vector<InputWrite>& writes = {},
+                                             int64_t* moved = nullptr) const;
   int64_t runs() const { return runs_; }
 
  private:

@@ -322,20 +322,30 @@ PYBIND11_MODULE(_C, m) {
   });
   // torch.compile backend (ember/dynamo.py): rerun a traced FX graph's program.
   py::class_<CapturedProgram, std::shared_ptr<CapturedProgram>>(m, "CapturedProgram")
-      .def("run",
-           [](const CapturedProgram& p,
-              const std::vector<std::optional<at::Tensor>>& ins) -> py::object {
-             std::vector<at::Tensor> v;
-             v.reserve(ins.size());
-             for (const auto& t : ins) v.push_back(t ? *t : at::Tensor());
-             std::optional<std::vector<at::Tensor>> out;
-             {
-               py::gil_scoped_release nogil;
-               out = p.run(v);
-             }
-             if (!out) return py::none();
-             return py::cast(*out);
-           })
+      .def(
+          "run",
+          [](const CapturedProgram& p, const std::vector<std::optional<at::Tensor>>& ins,
+             const std::vector<std::pair<int, int>>& writes) -> py::object {
+            // None (another signature), or (outputs, buffers moved into inputs).
+            std::vector<at::Tensor> v;
+            v.reserve(ins.size());
+            for (const auto& t : ins) v.push_back(t ? *t : at::Tensor());
+            std::vector<InputWrite> w;
+            for (const auto& [j, k] : writes) {
+              TORCH_CHECK(j >= 0 && j < static_cast<int>(v.size()),
+                          "ember: CapturedProgram.run: no input ", j);
+              w.push_back({j, k, exclusive_storage_uses(v[j])});
+            }
+            std::optional<std::vector<at::Tensor>> out;
+            int64_t moved = 0;
+            {
+              py::gil_scoped_release nogil;
+              out = p.run(v, w, &moved);
+            }
+            if (!out) return py::none();
+            return py::make_tuple(py::cast(*out), moved);
+          },
+          py::arg("inputs"), py::arg("writes") = std::vector<std::pair<int, int>>{})
       .def_property_readonly("runs", &CapturedProgram::runs);
   m.def("pending_state_ids", &pending_state_ids);
   m.def("capture",
