@@ -27,12 +27,12 @@ _DEFAULTS = {
     # Initial value: $EMBER_BACKEND, else "cpu".
     "backend": _os.environ.get("EMBER_BACKEND") or "cpu",
     # Lowered backends: a sync that replaces a device buffer no live tensor refers to
-    # (a parameter updated in place) writes the new value into it (donation). Off by
-    # default: with two Python threads tracing, an op traced during another thread's
-    # sync can capture that sync's pending nodes and later recompute them from a buffer
-    # the sync donated (test_two_python_threads_train_concurrently failed so under load;
-    # docs/architecture.md, "Lowering").
-    "donate_buffers": False,
+    # (a parameter, gradient or optimizer state updated in place) writes the new value
+    # into it (donation), so a training step allocates no new buffers for the model
+    # state. Safe with several threads tracing: a sync turns the states it gathers into
+    # futures at once, so no later trace can read the donated buffer's old value
+    # (docs/architecture.md, "Execution model" and "Donation").
+    "donate_buffers": True,
     # Run the backward of ember tensors on the calling thread (autograd's multithreading
     # off for that call), as PyTorch does for its own lazy device, instead of handing it
     # to autograd's per-device worker thread and waiting: tracing a backward needs no

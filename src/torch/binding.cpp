@@ -381,8 +381,13 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
         // A donated input written in place: its tensor is the result.
         for (size_t a = 0; a < args.size(); ++a) {
           if (args[a] == buf && arg_tensors[a].defined()) {
+            // A tensor of its own over the input's storage, not a view of the input
+            // tensor (a view would keep the input alive as its base: one more storage
+            // reference, and the next step could not donate the buffer).
             const at::Tensor& t = arg_tensors[a];
-            out.outputs.push_back(t.as_strided(m->sizes, m->strides, t.storage_offset()));
+            at::Tensor r = at::empty({0}, t.options());
+            r.set_(t.storage(), t.storage_offset(), m->sizes, m->strides);
+            out.outputs.push_back(std::move(r));
             break;
           }
         }

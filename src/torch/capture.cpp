@@ -6,7 +6,6 @@
 #include <unordered_set>
 
 #include "binding.h"
-#include "donation.h"
 #include "execution_queue.h"
 #include "graph_cache.h"
 
@@ -125,10 +124,6 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
         break;
       }
     }
-  }
-  if (donate_buffers().load()) {
-    only_ours = false;
-    refusal = "ember.config.donate_buffers is on";
   }
   SyncCapture sc;
   sync_and_capture(reason, only_ours ? &sc : nullptr);

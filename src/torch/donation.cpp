@@ -18,10 +18,13 @@ std::vector<bool> donatable_inputs(const LazyGraph& g) {
     const at::Tensor& t = g.inputs[i];
     if (g.input_nodes[i] <= 0 || !t.defined() || !t.has_storage() || !is_device_buffer(t)) continue;
     // References: g.inputs[i] plus the leaf nodes' data; nothing else (no live state,
-    // view, data_of() result or autograd save) may hold the tensor or its storage. An
-    // in-flight input's data is held by g.inputs[i], its future and this graph's data
-    // leaves; the future by g.input_futures[i] and this graph's future leaves only (no
-    // state, view future or leaf of a graph traced since may read the value later).
+    // view, data_of() result or autograd save) may hold the tensor or its storage, not
+    // even another input of this graph: the runtime overwrites a donated buffer and
+    // knows nothing of another parameter viewing the same memory (whose value a result
+    // may still show). An in-flight input's data is held by g.inputs[i], its future and
+    // this graph's data leaves; the future by g.input_futures[i] and this graph's
+    // future leaves only (no state, view future or leaf of a graph traced since may
+    // read the value later).
     const FuturePtr& f = g.input_futures[i];
     if (f) {
       const int future_leaves = g.input_future_nodes[i];
@@ -89,17 +92,21 @@ void pair_donations(const LazyGraph& g, const std::vector<ember::NodeId>& output
     return !paired[o] && !input_paired[i] && !permuted_inputs.count(i) && outputs[o] != pid &&
            m.offset == 0 && row_major(m.sizes, m.strides) && b.shape(outputs[o]) == b.shape(pid);
   };
-  auto pair = [&](size_t o, size_t i) {
+  static const bool log = ember::LogEnabled("donation");
+  auto pair = [&](size_t o, size_t i, const char* why) {
     b.SetAlias(static_cast<int>(o), static_cast<int>(i));  // input i is parameter i
     paired[o] = input_paired[i] = true;
+    if (log)
+      ember::LogLine("donation", c10::str("output ", o, " may take input ", i, " (", why, ")"));
   };
   for (size_t o = 0; o < outputs.size(); ++o) {
     int i = self_input(output_nodes[o], output_index[o]);
-    if (i >= 0 && can_pair(o, static_cast<size_t>(i))) pair(o, static_cast<size_t>(i));
+    if (i >= 0 && can_pair(o, static_cast<size_t>(i)))
+      pair(o, static_cast<size_t>(i), "its new value");
   }
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     for (size_t o = 0; o < outputs.size() && !input_paired[i]; ++o) {
-      if (can_pair(o, i)) pair(o, i);
+      if (can_pair(o, i)) pair(o, i, "same shape");
     }
   }
 }

@@ -381,6 +381,16 @@ PYBIND11_MODULE(_C, m) {
       py::call_guard<py::gil_scoped_release>());
   m.def("export_cpu_features", &exporting::native_cpu_features);
   m.def(
+      "_buffer_address",
+      [](const at::Tensor& t) {
+        // The address of the device buffer behind a tensor, without a Python handle on
+        // it (one would keep the buffer referenced: tests of donation).
+        auto in = inner_of(t);
+        TORCH_CHECK(lazy_impl(in), "not an ember tensor");
+        return reinterpret_cast<uintptr_t>(materialize(in).data_ptr());
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
       "data_of",
       [](const at::Tensor& t) {
         // The device buffer behind a tensor (a CPU tensor sharing its memory).

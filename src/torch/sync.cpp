@@ -81,6 +81,9 @@ struct Job {
   Futures futures;
   int num_threads = 1;  // the syncing thread's intra-op threads: the job runs with them
   bool hit = false;
+  // Donation per ember.config.donate_buffers; never for torch.compile's capture, whose
+  // program is replayed on new buffers without donation: its first run is the same.
+  bool donate = true;
   double gather_us = 0, build_us = 0, lookup_us = 0;
   SteadyClock::time_point queued_at;
 };
@@ -179,8 +182,8 @@ std::exception_ptr execute(const CompiledGraph& entry, LazyGraph& g, const Roots
   std::vector<bool> failed(roots.size(), false);
   std::exception_ptr first_error;
   if (entry.lowered) {
-    lowered = run_lowered(*entry.lowered, g,
-                          donate_buffers().load() ? donatable_inputs(g) : std::vector<bool>());
+    const bool donate = donate_buffers().load() && (!timing || timing->donate);
+    lowered = run_lowered(*entry.lowered, g, donate ? donatable_inputs(g) : std::vector<bool>());
   } else {
     run_aten(*entry.aten, g, outputs, failed, first_error);
   }
@@ -237,6 +240,7 @@ void sync_impl(const std::string& reason, SyncCapture* capture, bool wait) {
   {
     std::lock_guard<std::mutex> sync_lock(g_sync_mu);
     auto job = std::make_shared<Job>();
+    job->donate = !capture;
     const bool timed = log_sync();
     auto t0 = SteadyClock::now();
     job->roots = claim_pending_states(&job->futures);
