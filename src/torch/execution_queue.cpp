@@ -179,6 +179,9 @@ void ExecutionQueue::run() {
     cancel_.store(false);
     lk.unlock();
     job();
+    // Released before a waiter wakes: what the job holds (its graph, inputs, results) is
+    // freed by the time a read of its value returns (ember.memory_allocated() is exact).
+    job = nullptr;
     lk.lock();
     finished_through_ = id;
     done_cv_.notify_all();

@@ -341,7 +341,15 @@ def test_donated_step_keeps_every_tensor_correct_while_another_thread_traces(asy
     one from the new weight. Both read futures of the queued program, never its nodes
     (which would read the donated buffer after the run): values equal eager's."""
     ember.config.async_execution = True
-    assert ember.config.donate_buffers  # the default
+    old_donate = ember.config.donate_buffers
+    ember.config.donate_buffers = True
+    try:
+        _donated_steps_with_a_second_thread_tracing()
+    finally:
+        ember.config.donate_buffers = old_donate
+
+
+def _donated_steps_with_a_second_thread_tracing():
     torch.manual_seed(0)
     ref = nn.Linear(16, 16)
     m = copy.deepcopy(ref).to(DEV)

@@ -256,6 +256,9 @@ def test_pinned_batches_become_device_data_without_a_copy():
             assert x.device.type == "ember"
             host = ember._C.data_of(x)
             assert host.is_pinned()  # the pinned block itself: no copy into the device
+            # The previous batch's programs finished and released their results (a read
+            # returns when its value is ready, before the queue's worker frees the job).
+            ember.sync()
             assert ember.memory_allocated() == before  # borrowed, not a device buffer
             torch.testing.assert_close(x.cpu(), rx)
             torch.testing.assert_close(y.cpu(), ry)
