@@ -16,12 +16,16 @@ _KEYS = (
     "fallbacks",
     "externs",
     "value_read_sites",
+    "recompiles",
+    "recompiles_by_reason",
 )
 
 
 def counters() -> dict:
     """A dict with at least the keys in ``_KEYS`` (fallbacks/externs: op name -> count;
-    value_read_sites: the user's "file:line" of each value read -> count)."""
+    value_read_sites: the user's "file:line" of each value read -> count; recompiles:
+    compiles the recompile report explained, by reason in recompiles_by_reason: "dim",
+    "dtype", "layout", "scalar" (a baked Python scalar), "scalar_type", "structure")."""
     return _C.counters()
 
 
@@ -60,7 +64,14 @@ def report() -> str:
             lines.append(f"  {k:<22} {v:.6f}")
         else:
             lines.append(f"  {k:<22} {v}")
-    for k in ("fallbacks", "externs", "value_read_sites", "lowering_declined", "lowering_errors"):
+    for k in (
+        "fallbacks",
+        "externs",
+        "value_read_sites",
+        "recompiles_by_reason",
+        "lowering_declined",
+        "lowering_errors",
+    ):
         d = c[k]
         lines.append(f"  {k}: {sum(d.values())} total" + ("" if d else " (none)"))
         for name, n in sorted(d.items(), key=lambda kv: -kv[1]):

@@ -61,6 +61,8 @@ struct Metrics {
   int64_t kernel_compiles = 0;         // system-compiler runs for native kernels (codegen)
   int64_t kernel_disk_hits = 0;        // native kernels loaded from the codegen disk cache
   int64_t donated_buffers = 0;         // inputs donated to an execution (written in place)
+  int64_t recompiles = 0;              // compiles that the recompile report explained (recompile.h)
+  std::map<std::string, int64_t> recompiles_by_reason;  // "dim", "dtype", "scalar", ...
   // Where values were read (.item(), bool(t), ...): user's "file:line" (when
   // config().record_source) -> count; "<unknown>" without a Python frame.
   std::map<std::string, int64_t> value_read_sites;

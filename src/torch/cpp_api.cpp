@@ -37,6 +37,8 @@ Counters counters() {
   c.fallbacks = m.fallbacks;
   c.externs = m.externs;
   c.value_read_sites = m.value_read_sites;
+  c.recompiles = m.recompiles;
+  c.recompiles_by_reason = m.recompiles_by_reason;
   return c;
 }
 

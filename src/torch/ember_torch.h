@@ -43,6 +43,12 @@ struct Counters {
   std::map<std::string, int64_t> fallbacks;
   std::map<std::string, int64_t> externs;
   std::map<std::string, int64_t> value_read_sites;  // "file:line" or "<unknown>" -> count
+  // Compiles of a graph whose structure was cached with other shapes, dtypes or baked
+  // scalars (or at a call site that compiled before), by the reason the recompile report
+  // (EMBER_LOG=recompile) gave: "dim", "dtype", "layout", "scalar", "scalar_type",
+  // "structure".
+  int64_t recompiles = 0;
+  std::map<std::string, int64_t> recompiles_by_reason;
 };
 Counters counters();
 void clear_counters();

@@ -12,68 +12,19 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "../ir/log.h"
 #include "backend.h"
 #include "disk_cache.h"
 #include "ember/codegen/cpu.h"
 #include "ember/version.h"
 #include "lower.h"
+#include "recompile.h"
 
 namespace ember_torch {
 namespace {
 
 std::mutex g_cache_mu;
 std::unordered_map<uint64_t, std::vector<std::shared_ptr<CompiledGraph>>> g_cache;
-struct SiteInfo {
-  std::unordered_set<uint64_t> graphs;
-  std::vector<std::string> last_ops;
-  std::vector<std::string> last_inputs;
-  bool warned = false;
-};
-std::unordered_map<std::string, SiteInfo> g_sites;
-
-void log_recompile(const std::string& site, const LazyGraph& g) {
-  if (site.empty()) return;
-  std::vector<std::string> ops, ins;
-  for (const Node* n : g.ops)
-    ops.push_back(n->op->schema().name() + "->" + meta_str(n->outputs[0]));
-  for (const auto& m : g.input_metas) ins.push_back(meta_str(m));
-  SiteInfo& info = g_sites[site];
-  if (!info.graphs.empty() && config().log_recompiles.load() && g_log_hook) {
-    std::string why;
-    for (size_t i = 0; i < std::min(ins.size(), info.last_inputs.size()) && why.empty(); ++i) {
-      if (ins[i] != info.last_inputs[i]) {
-        why =
-            "input " + std::to_string(i) + " changed from " + info.last_inputs[i] + " to " + ins[i];
-      }
-    }
-    for (size_t i = 0; i < std::min(ops.size(), info.last_ops.size()) && why.empty(); ++i) {
-      if (ops[i] != info.last_ops[i])
-        why = "op " + std::to_string(i) + " changed from " + info.last_ops[i] + " to " + ops[i];
-    }
-    if (why.empty() && ops.size() != info.last_ops.size()) {
-      why = "op count changed from " + std::to_string(info.last_ops.size()) + " to " +
-            std::to_string(ops.size());
-    }
-    if (why.empty() && ins.size() != info.last_inputs.size()) {
-      why = "input count changed from " + std::to_string(info.last_inputs.size()) + " to " +
-            std::to_string(ins.size());
-    }
-    if (why.empty()) why = "scalar argument types or attributes changed";
-    g_log_hook("recompile", "ember: recompiling at " + site + ": " + why);
-  }
-  info.graphs.insert(g.hash);
-  info.last_ops = std::move(ops);
-  info.last_inputs = std::move(ins);
-  if (!info.warned &&
-      static_cast<int64_t>(info.graphs.size()) > config().recompile_warn_limit.load() &&
-      g_warn_hook) {
-    info.warned = true;
-    g_warn_hook("ember: " + site + " has compiled " + std::to_string(info.graphs.size()) +
-                " distinct graphs (limit " + std::to_string(config().recompile_warn_limit.load()) +
-                "); shapes or dtypes probably change every step");
-  }
-}
-
 void dump_graph(const LazyGraph& g) {
   const char* dir = std::getenv("EMBER_DEBUG_DIR");
   if (!dir || !*dir) return;
@@ -145,11 +96,23 @@ std::shared_ptr<const CompiledGraph> find_or_compile(const LazyGraph& g, int bac
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto cg1 = ember::codegen::GetCodegenStats();
   std::string site = current_source();
+  RecompileReport report;
   {
     std::lock_guard<std::mutex> lk(g_cache_mu);
     g_cache[g.hash].push_back(entry);
-    log_recompile(site, g);
+    report = note_compile(g, site);
   }
+  // The report is emitted outside the cache lock (the hooks take the GIL).
+  if (!report.reason.empty()) {
+    {
+      std::lock_guard<std::mutex> mg(metrics().mu);
+      metrics().recompiles++;
+      metrics().recompiles_by_reason[report.reason]++;
+    }
+    ember::LogLine("recompile", report.text);
+    if (config().log_recompiles.load() && g_log_hook) g_log_hook("recompile", report.text);
+  }
+  if (!report.warning.empty() && g_warn_hook) g_warn_hook(report.warning);
   dump_graph(g);
   if (!disk_hit) disk_cache_store(g.hash, name, g.tokens);
   std::lock_guard<std::mutex> mg(metrics().mu);
@@ -187,7 +150,7 @@ int64_t cache_size() {
 void clear_cache() {
   std::lock_guard<std::mutex> lk(g_cache_mu);
   g_cache.clear();
-  g_sites.clear();
+  clear_families();
 }
 
 }  // namespace ember_torch

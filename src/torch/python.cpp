@@ -207,6 +207,8 @@ PYBIND11_MODULE(_C, m) {
     d["kernel_compiles"] = mt.kernel_compiles;
     d["kernel_disk_hits"] = mt.kernel_disk_hits;
     d["donated_buffers"] = mt.donated_buffers;
+    d["recompiles"] = mt.recompiles;
+    d["recompiles_by_reason"] = mt.recompiles_by_reason;
     return d;
   });
   m.def("last_graph", []() {
