@@ -82,6 +82,7 @@ from . import checkpoint  # noqa: E402  (torch.utils.checkpoint's recompute kept
 from . import distributed  # noqa: E402  (c10d backend "ember", collectives on ember tensors)
 from .exporting import export  # noqa: E402  (artifacts for ember::LoadModel)
 from .export_stablehlo import export_stablehlo  # noqa: E402  (StableHLO MLIR text)
+from . import quantize  # noqa: E402  (ember.quantize(model, scheme): callable module)
 
 # Programs still queued at interpreter exit run to completion (a pending torch.save's
 # values included) before the process ends.
@@ -162,6 +163,7 @@ __all__ = [
     "data",
     "export",
     "export_stablehlo",
+    "quantize",
 ]
 
 
