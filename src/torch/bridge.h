@@ -63,6 +63,7 @@ struct Metrics {
   int64_t donated_buffers = 0;         // inputs donated to an execution (written in place)
   int64_t recompiles = 0;              // compiles that the recompile report explained (recompile.h)
   std::map<std::string, int64_t> recompiles_by_reason;  // "dim", "dtype", "scalar", ...
+  int64_t tail_ops = 0;  // ops run after a program as ATen calls (appends' tails: sync.cpp)
   // Where values were read (.item(), bool(t), ...): user's "file:line" (when
   // config().record_source) -> count; "<unknown>" without a Python frame.
   std::map<std::string, int64_t> value_read_sites;

@@ -82,6 +82,22 @@ void hash_meta(const TensorMeta& m, std::vector<int64_t>& t) {
   t.push_back(m.offset);
 }
 
+// An input's metadata as a graph keys and lowers it: without its offset and with the
+// strides of its size-1 dims canonical. Both say where the bytes lie, not how a program
+// reads them (a program borrows the data pointer; row_major and dense_permutation ignore
+// size-1 strides), and an eager view of a growing tensor (`ids[:, -1:]`) changes them
+// every step (docs/architecture.md, "Recompiles").
+TensorMeta input_key_meta(const TensorMeta& m) {
+  TensorMeta k = m;
+  k.offset = 0;
+  int64_t inner = 1;
+  for (size_t d = k.sizes.size(); d-- > 0;) {
+    if (k.sizes[d] == 1) k.strides[d] = inner;
+    inner *= std::max<int64_t>(k.sizes[d], 1);
+  }
+  return k;
+}
+
 uint64_t hash_tokens(const std::vector<int64_t>& v) {
   uint64_t h = 1469598103934665603ULL;
   for (int64_t x : v) {
@@ -114,12 +130,12 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
     const int s = g.num_slots++;
     g.first_slot[n] = s;
     g.inputs.push_back(std::move(data));
-    g.input_metas.push_back(n->outputs[0]);
+    g.input_metas.push_back(input_key_meta(n->outputs[0]));
     g.input_futures.push_back(future);
     g.input_slots.push_back(s);
     g.input_nodes.push_back(leaves);
     g.input_future_nodes.push_back(future ? 1 : 0);
-    hash_meta(n->outputs[0], t);
+    hash_meta(g.input_metas.back(), t);
   };
   auto visit_leaf = [&](Node* n) {
     if (n->kind == NodeKind::kHost) {

@@ -209,6 +209,7 @@ PYBIND11_MODULE(_C, m) {
     d["donated_buffers"] = mt.donated_buffers;
     d["recompiles"] = mt.recompiles;
     d["recompiles_by_reason"] = mt.recompiles_by_reason;
+    d["tail_ops"] = mt.tail_ops;
     return d;
   });
   m.def("last_graph", []() {

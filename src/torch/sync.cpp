@@ -11,7 +11,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "../ir/log.h"
 #include "bridge.h"
@@ -71,6 +74,11 @@ double us_since(SteadyClock::time_point t) {
   return std::chrono::duration<double, std::micro>(SteadyClock::now() - t).count();
 }
 
+struct Tail;
+void resolve(const Futures& futures, const std::vector<bool>& failed,
+             const std::vector<at::Tensor>& outputs, const std::exception_ptr& error,
+             const std::shared_ptr<std::atomic<bool>>& reported);
+
 // One program to run: the compiled graph, its lazy graph (in-flight inputs resolved when
 // it starts) and the futures of its roots.
 struct Job {
@@ -86,7 +94,159 @@ struct Job {
   bool donate = true;
   double gather_us = 0, build_us = 0, lookup_us = 0;
   SteadyClock::time_point queued_at;
+  // Run after the program, op by op on ATen (split_tail): null for most jobs.
+  std::shared_ptr<Tail> tail;
 };
+
+// ---------------------------------------------------------------- eager tails
+// A sync's ops downstream of an append to a device tensor (`cat` with a device-data or
+// in-flight operand: `ids = torch.cat([ids, next], -1)` in a decoding loop), when there
+// are few of them, run after the program as ATen calls instead of inside it, so the
+// program's structure does not change as the tensor grows (docs/architecture.md,
+// "Recompiles": generation loops).
+constexpr size_t kMaxTailOps = 32;
+
+struct Tail {
+  std::vector<NodePtr> nodes;  // clones of the tail's op nodes (operands rewired), trace order
+  // Leaves standing for program values the tail reads, and the futures the program
+  // resolves with those values.
+  std::vector<std::pair<NodePtr, FuturePtr>> boundary;
+  Roots roots;  // the tail's roots: their states, the clones' values
+  Futures futures;
+};
+
+bool is_append(const Node* n) {
+  static const c10::FunctionSchema* cat =
+      &c10::Dispatcher::singleton().findSchemaOrThrow("aten::cat", "").schema();
+  if (&n->op->schema() != cat) return false;
+  for (const Value& o : n->operands) {
+    if (o.node->kind == NodeKind::kData || o.node->kind == NodeKind::kFuture) return true;
+  }
+  return false;
+}
+
+// Splits `job`'s graph into a program and an eager tail (above) when it has one: the
+// appends and every op reading a tail value, at most kMaxTailOps of them, none random,
+// and the program not empty. The program's roots are the other roots and the program
+// values the tail reads; job->g is rebuilt from them. `*all_roots` / `*all_futures` keep
+// every claimed root (to unclaim them on a compile error).
+void split_tail(Job& job) {
+  const LazyGraph& g = job.g;
+  std::unordered_set<const Node*> in_tail;
+  for (const Node* n : g.ops) {
+    bool t = is_append(n);
+    for (size_t i = 0; i < n->operands.size() && !t; ++i)
+      t = in_tail.count(n->operands[i].node.get());
+    if (!t) continue;
+    if (n->seeded_default || in_tail.size() >= kMaxTailOps) return;
+    for (const ArgSpec& sp : n->specs) {
+      if (sp.kind == ArgKind::kGenerator) return;
+    }
+    in_tail.insert(n);
+  }
+  if (in_tail.empty() || in_tail.size() == g.ops.size()) return;
+  auto tail = std::make_shared<Tail>();
+  Roots main_roots;
+  Futures main_futures;
+  std::map<std::pair<const Node*, int>, size_t> main_root_of;  // value -> main root index
+  for (size_t i = 0; i < job.roots.size(); ++i) {
+    const Value& v = job.roots[i].second;
+    if (in_tail.count(v.node.get())) continue;
+    main_root_of.emplace(std::make_pair(v.node.get(), v.index), main_roots.size());
+    main_roots.push_back(job.roots[i]);
+    main_futures.push_back(job.futures[i]);
+  }
+  std::unordered_map<const Node*, NodePtr> clone_of;
+  std::map<std::pair<const Node*, int>, NodePtr> leaf_of;  // program value -> its leaf
+  for (Node* n : g.ops) {
+    if (!in_tail.count(n)) continue;
+    auto c = std::make_shared<Node>(*n);
+    for (Value& o : c->operands) {
+      Node* src = o.node.get();
+      if (src->kind != NodeKind::kOp) continue;  // a leaf: read as it is
+      if (in_tail.count(src)) {
+        o.node = clone_of.at(src);
+        continue;
+      }
+      const auto key = std::make_pair(static_cast<const Node*>(src), o.index);
+      auto it = leaf_of.find(key);
+      if (it == leaf_of.end()) {
+        auto leaf = std::make_shared<Node>();
+        leaf->kind = NodeKind::kData;
+        leaf->outputs = {src->outputs[o.index]};
+        leaf->output_is_view = {false};
+        FuturePtr f;
+        auto r = main_root_of.find(key);
+        if (r != main_root_of.end()) {
+          f = main_futures[r->second];
+        } else {
+          f = std::make_shared<FutureData>(src->outputs[o.index]);
+          main_root_of.emplace(key, main_roots.size());
+          main_roots.emplace_back(nullptr, o);
+          main_futures.push_back(f);
+        }
+        tail->boundary.emplace_back(leaf, f);
+        it = leaf_of.emplace(key, leaf).first;
+      }
+      o = Value{it->second, 0};
+    }
+    clone_of[n] = c;
+    tail->nodes.push_back(std::move(c));
+  }
+  for (size_t i = 0; i < job.roots.size(); ++i) {
+    const Value& v = job.roots[i].second;
+    auto it = clone_of.find(v.node.get());
+    if (it == clone_of.end()) continue;
+    tail->roots.emplace_back(job.roots[i].first, Value{it->second, v.index});
+    tail->futures.push_back(job.futures[i]);
+  }
+  job.roots = std::move(main_roots);
+  job.futures = std::move(main_futures);
+  job.g = LazyGraph();
+  build_lazy_graph(job.roots, job.g);
+  job.tail = std::move(tail);
+  job.donate = false;  // the tail reads inputs the program's donation does not see
+}
+
+// Runs `job`'s tail after its program: the boundary values from the program's futures,
+// then one ATen call per op (the aten backend's runner; nothing is cached or counted as
+// a compile). Returns the tail's first error.
+std::exception_ptr run_tail(Tail& t, const std::shared_ptr<std::atomic<bool>>& reported) {
+  auto fail_all = [&](const std::exception_ptr& e, const std::shared_ptr<std::atomic<bool>>& flag) {
+    resolve(t.futures, std::vector<bool>(t.futures.size(), true), {}, e, flag ? flag : reported);
+  };
+  for (auto& [leaf, f] : t.boundary) {
+    if (std::exception_ptr e = f->error()) {
+      fail_all(e, f->reported_flag());  // the program's error, reported through it
+      return nullptr;
+    }
+    std::string err;
+    leaf->data = f->peek(&err);
+  }
+  LazyGraph g;
+  build_lazy_graph(t.roots, g);
+  std::vector<const FutureData*> bad;
+  if (std::exception_ptr e = resolve_inputs(g, &bad)) {
+    fail_all(e, bad.front()->reported_flag());
+    return nullptr;
+  }
+  std::vector<at::Tensor> outputs;
+  std::vector<bool> failed(t.roots.size(), false);
+  std::exception_ptr first_error;
+  try {
+    auto ex = compile_aten(g);
+    run_aten(*ex, g, outputs, failed, first_error);
+  } catch (...) {
+    first_error = std::current_exception();
+    failed.assign(t.roots.size(), true);
+  }
+  {
+    std::lock_guard<std::mutex> mg(metrics().mu);
+    metrics().tail_ops += static_cast<int64_t>(g.ops.size());
+  }
+  resolve(t.futures, failed, outputs, first_error, reported);
+  return first_error;
+}
 
 void resolve(const Futures& futures, const std::vector<bool>& failed,
              const std::vector<at::Tensor>& outputs, const std::exception_ptr& error,
@@ -225,7 +385,12 @@ std::exception_ptr execute(const CompiledGraph& entry, LazyGraph& g, const Roots
 // it failed share.
 std::exception_ptr run_job(Job& job, const std::shared_ptr<std::atomic<bool>>& reported) {
   if (at::get_num_threads() != job.num_threads) at::set_num_threads(job.num_threads);
-  return execute(*job.entry, job.g, job.roots, job.futures, 0, &job, reported);
+  std::exception_ptr e = execute(*job.entry, job.g, job.roots, job.futures, 0, &job, reported);
+  if (job.tail) {
+    std::exception_ptr te = run_tail(*job.tail, reported);
+    if (!e) e = te;
+  }
+  return e;
 }
 
 // The sync proper; with `capture` (torch.compile's first call) the program runs here and
@@ -248,15 +413,18 @@ void sync_impl(const std::string& reason, SyncCapture* capture, bool wait) {
     add_pending_ops(-1);
     if (!job->roots.empty()) {
       g_sync_generation.fetch_add(1);
+      const Roots claimed = job->roots;
+      const Futures claimed_futures = job->futures;
       try {
         t0 = SteadyClock::now();
         build_lazy_graph(job->roots, job->g);
+        if (!capture) split_tail(*job);
         job->build_us = timed ? us_since(t0) : 0;
         t0 = SteadyClock::now();
         job->entry = find_or_compile(job->g, config().backend.load(), &job->hit);
         job->lookup_us = timed ? us_since(t0) : 0;
       } catch (...) {
-        unclaim_states(job->roots, job->futures);
+        unclaim_states(claimed, claimed_futures);
         throw;
       }
       {
