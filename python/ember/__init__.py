@@ -83,6 +83,7 @@ from . import distributed  # noqa: E402  (c10d backend "ember", collectives on e
 from .exporting import export  # noqa: E402  (artifacts for ember::LoadModel)
 from .export_stablehlo import export_stablehlo  # noqa: E402  (StableHLO MLIR text)
 from . import quantize  # noqa: E402  (ember.quantize(model, scheme): callable module)
+from .buckets import pad_to_bucket  # noqa: E402  (a varying dim padded to a few sizes)
 
 # Programs still queued at interpreter exit run to completion (a pending torch.save's
 # values included) before the process ends.
@@ -164,6 +165,7 @@ __all__ = [
     "export",
     "export_stablehlo",
     "quantize",
+    "pad_to_bucket",
 ]
 
 

@@ -115,3 +115,30 @@ def test_nearest_graph_of_the_family_is_the_reference(capfd):
     lines = report_lines(capfd)
     assert len(lines) == 1 and "size: [4,2] -> [5,2]" in lines[0], lines
     assert "nearest of 2 cached graphs" in lines[0], lines
+
+
+def test_pad_to_bucket_compiles_one_graph_per_bucket():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3)
+    dlin = torch.nn.Linear(4, 3).to(DEV)
+    dlin.load_state_dict(lin.state_dict())
+    for n in (3, 5, 8, 9, 12, 16):
+        x = torch.randn(2, n, 4)
+        padded, mask = ember.pad_to_bucket(x, 1, [8, 16])
+        assert padded.shape == (2, 8 if n <= 8 else 16, 4) and mask.sum() == n
+        assert torch.equal(padded[:, :n], x) and not padded[:, n:].any()
+        px, pm = padded.to(DEV), mask.to(DEV)
+        # Masked mean over the sequence: the padded rows never count.
+        got = (dlin(px) * pm[None, :, None]).sum(1) / pm.sum()
+        close(got, lin(x).mean(1), rtol=1e-5, atol=1e-6)
+    assert ember.metrics.counters()["graphs_compiled"] == 2  # one graph per bucket
+
+
+def test_pad_to_bucket_of_an_ember_tensor_stays_on_ember():
+    x = torch.arange(10.0).reshape(2, 5)
+    padded, mask = ember.pad_to_bucket(x.to(DEV), -1, (4, 8))
+    assert padded.device.type == "ember" and mask.device.type == "ember"
+    close(padded, torch.cat([x, torch.zeros(2, 3)], 1))
+    close(mask, torch.tensor([True] * 5 + [False] * 3))
+    with pytest.raises(ValueError, match="exceeds the largest bucket 8"):
+        ember.pad_to_bucket(torch.ones(9), 0, [4, 8])
