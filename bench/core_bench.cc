@@ -5,6 +5,11 @@
 //                             bytes = one read + one write.
 //   BM_RowSoftmax             softmax over the rows of f32[4096,4096];
 //                             bytes = one read + one write.
+//   BM_ColumnSum              sum over dim 0 of f32[32768,512] (a Linear
+//                             bias's gradient, 64 MiB): /column:1 the
+//                             column phase, /column:0 the per-output loop
+//                             (EMBER_CODEGEN_COLUMN_REDUCE=0); kernels only;
+//                             bytes = one read of the input + the output.
 //   BM_Compile200             passes + code generation + system compiler for
 //                             a 200-node graph; cold (fresh EMBER_CACHE_DIR,
 //                             memory cache dropped) and warm (disk cache hit).
@@ -223,6 +228,28 @@ void BM_RowSoftmax(benchmark::State& state) {
 }
 BENCHMARK(BM_RowSoftmax)
     ->ArgName("kernels_only")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+Graph ColumnSum(int64_t rows, int64_t cols) {
+  GraphBuilder b("colsum");
+  NodeId x = b.Parameter(0, Shape(DType::kF32, {rows, cols}));
+  b.SetOutputs({b.Reduce(x, {0}, ReduceKind::kAdd)});
+  return b.Build().value();
+}
+
+void BM_ColumnSum(benchmark::State& state) {
+  const int64_t r = 32768, c = 512;
+  static const Graph g = ColumnSum(r, c);
+  const bool column = state.range(0) == 1;
+  if (!column) setenv("EMBER_CODEGEN_COLUMN_REDUCE", "0", 1);
+  BandwidthBench(state, g, Shape(DType::kF32, {r, c}), (r * c + c) * 4, /*kernels_only=*/true);
+  unsetenv("EMBER_CODEGEN_COLUMN_REDUCE");
+}
+BENCHMARK(BM_ColumnSum)
+    ->ArgName("column")
     ->Arg(0)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)

@@ -131,8 +131,12 @@ LKernel KernelPlanner::Plan() {
   } else {
     for (size_t k = 0; k < phases_.size(); ++k) {
       ph += (k ? ", %" : "%") + std::to_string(phases_[k].node) +
-            (g_.node(phases_[k].node).op == OpKind::kReduce ? " (reduce)" : "") + " -> " +
-            phases_[k].dest_text;
+            (g_.node(phases_[k].node).op == OpKind::kReduce
+                 ? (phases_[k].col_width > 0
+                        ? " (reduce, columns of " + std::to_string(phases_[k].col_width) + ")"
+                        : " (reduce)")
+                 : "") +
+            " -> " + phases_[k].dest_text;
     }
   }
   k_.header.push_back(ph);
@@ -175,6 +179,12 @@ void KernelPlanner::PlanPhases() {
     if (n.op == OpKind::kReduce) {
       work = std::max<int64_t>(
           1, g_.node(n.operands[0]).shape.num_elements() / std::max<int64_t>(1, count));
+      ph.col_width = ColumnWidth(n);
+      if (ph.col_width > 0) {  // work items: blocks of col_width columns (plan_reduce.cc)
+        const int64_t cols = n.shape.dim(n.shape.rank() - 1);
+        ph.count = count / cols * ((cols + ph.col_width - 1) / ph.col_width);
+        work *= ph.col_width;
+      }
     }
     ph.grain = std::max<int64_t>(1, kGrainWork / work);
     phases_.push_back(ph);
@@ -223,6 +233,8 @@ void KernelPlanner::BuildPhase(int k) {
       RowPhase(&f);
     } else if (n.op == OpKind::kScatter) {
       ScatterPhase(ph, &f);
+    } else if (n.op == OpKind::kReduce && ph.col_width > 0) {
+      ColumnReducePhase(ph, &f);
     } else if (n.op == OpKind::kReduce) {
       ReducePhase(ph, &f);
     } else {

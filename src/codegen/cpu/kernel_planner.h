@@ -9,7 +9,9 @@
 //                      invariants hoisted; the f32 multiply-add variant;
 //   plan_reduce.cc     reductions: blocked lane accumulators with pairwise
 //                      chunk combination, or the interpreter's exact tree for
-//                      small float reductions;
+//                      small float reductions; column reductions (innermost
+//                      dim kept) vectorized across a block of columns, in
+//                      each column the same order as the per-output loop;
 //   plan_rows.cc       row kernels: one phase over rows, one pass per reduce,
 //                      row buffers, non-temporal stores;
 //   plan_scatter.cc    scatter phases (serial, in update order).
@@ -44,8 +46,9 @@ class KernelPlanner {
     NodeId node;
     int dest;               // the buffer it writes
     std::string dest_text;  // "c->out[2]" / "c->tmp[0]" / "rows"
-    int64_t count;          // work items (elements, rows, 1 for a scatter)
+    int64_t count;          // work items (elements, rows, 1 for a scatter, column blocks)
     int64_t grain;
+    int64_t col_width = 0;  // a column reduce: the columns of a work item (else 0)
   };
 
   // kernel_planner.cc
@@ -93,6 +96,10 @@ class KernelPlanner {
                          const std::vector<NodeId>& stores);
   void StoreRowValues(ElementBuilder& e, const std::vector<NodeId>& stores, const ElemIndex& idx,
                       LBuilder* b);
+  // Column reductions (the operand's innermost dim is kept): the columns of
+  // one work item, or 0 when reduce `n` takes the per-output loop.
+  int64_t ColumnWidth(const Node& n) const;
+  void ColumnReducePhase(const Phase& ph, LFunction* f);
 
   // plan_rows.cc
   struct RowPlan {

@@ -132,11 +132,13 @@ LValue LNot(LValue a) {
   return e;
 }
 
-LValue LFinish(const std::string& pairwise, ReduceKind k, DType type, LValue identity) {
+LValue LFinish(const std::string& pairwise, ReduceKind k, DType type, LValue identity,
+               LValue element) {
   auto e = Make(LExprKind::kFinish, type);
   e->name = pairwise;
   e->reduce = k;
   e->args = {std::move(identity)};
+  if (element) e->args.push_back(std::move(element));
   return e;
 }
 
@@ -206,13 +208,15 @@ LValue LBuilder::Decl(const std::string& name, DType type, LValue init, LDeclKin
   return LVar(name, type);
 }
 
-void LBuilder::DeclArray(const std::string& name, DType type, int64_t extent, LDeclKind kind) {
+void LBuilder::DeclArray(const std::string& name, DType type, int64_t extent, LDeclKind kind,
+                         int64_t depth) {
   LStmt s;
   s.kind = LStmtKind::kDecl;
   s.name = name;
   s.type = type;
   s.decl = kind;
   s.extent = extent;
+  s.depth = depth;
   Emit(std::move(s));
 }
 
@@ -235,9 +239,11 @@ void LBuilder::Store(int buffer, const IndexExpr& index, DType type, LValue valu
   Emit(std::move(s));
 }
 
-void LBuilder::Push(const std::string& pairwise, ReduceKind k, DType type, LValue value) {
+void LBuilder::Push(const std::string& pairwise, ReduceKind k, DType type, LValue value,
+                    LValue element) {
   LStmt s;
   s.kind = LStmtKind::kPush;
+  s.target = std::move(element);
   s.name = pairwise;
   s.reduce = k;
   s.type = type;

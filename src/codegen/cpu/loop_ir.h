@@ -46,7 +46,8 @@ enum class LExprKind : uint8_t {
   kAnd,       // args[0] && args[1] (bools)
   kOr,        // args[0] || args[1] (bools)
   kNot,       // !args[0]
-  kFinish,    // pairwise accumulator `name`'s result (identity args[0])
+  kFinish,    // pairwise accumulator `name`'s result (identity args[0]); with args[1],
+              // element args[1] of the array of accumulators `name`
   kMisalign,  // the byte offset of &buffer[index] within its 64-byte line (int64)
 };
 
@@ -85,7 +86,8 @@ LValue LCmpExpr(LCmp c, LValue a, LValue b);
 LValue LAnd(LValue a, LValue b);
 LValue LOr(LValue a, LValue b);
 LValue LNot(LValue a);
-LValue LFinish(const std::string& pairwise, ReduceKind k, DType type, LValue identity);
+LValue LFinish(const std::string& pairwise, ReduceKind k, DType type, LValue identity,
+               LValue element = nullptr);
 LValue LMisalign(int buffer, const IndexExpr& index);
 
 // ---- statements ----
@@ -98,6 +100,7 @@ enum class LStmtKind : uint8_t {
   kFor,      // for (int64_t var = begin; var < end; var += step) body
   kIf,       // if (cond) body else orelse
   kPush,     // pairwise accumulator `name`.Push(value) with combine `reduce` in `type`
+             // (`name`[target].Push when target is set: an array of them)
   kStream,   // 64 bytes of local array `name` to buffer[index] with a non-temporal store
   kFence,    // orders the phase's non-temporal stores
   kFlag,     // data-error flag variable `name` (site `site`) into the kernel's context
@@ -110,7 +113,8 @@ enum class LDeclKind : uint8_t {
   kValue,     // compute type of `type`
   kStorage,   // storage type of `type` (blocks for non-temporal stores)
   kFlag,      // int data-error flag, starts at 0
-  kPairwise,  // EmberPairwise<compute type of `type`>
+  kPairwise,  // EmberPairwise<compute type of `type`, depth> (depth 0: 64 levels); an
+              // array of `extent` of them when extent > 0
 };
 
 struct LStmt {
@@ -119,8 +123,9 @@ struct LStmt {
   DType type = DType::kS64;
   LDeclKind decl = LDeclKind::kValue;
   int64_t extent = 0;  // kDecl: array length (0: scalar)
+  int64_t depth = 0;   // kDecl of kPairwise: the counter's levels (0: the default, 64)
   LValue value;        // kLet, kDecl (init, may be null), kAssign, kStore, kPush
-  LValue target;       // kAssign: a kVar or kArray
+  LValue target;       // kAssign: a kVar or kArray; kPush: the element index (or null)
   bool or_assign = false;
   int buffer = -1;  // kStore, kStream
   IndexExpr index;  // kStore, kStream
@@ -182,10 +187,11 @@ class LBuilder {
   LValue Decl(const std::string& name, DType type, LValue init = nullptr,
               LDeclKind kind = LDeclKind::kValue);
   void DeclArray(const std::string& name, DType type, int64_t extent,
-                 LDeclKind kind = LDeclKind::kValue);
+                 LDeclKind kind = LDeclKind::kValue, int64_t depth = 0);
   void Assign(LValue target, LValue value, bool or_assign = false);
   void Store(int buffer, const IndexExpr& index, DType type, LValue value);
-  void Push(const std::string& pairwise, ReduceKind k, DType type, LValue value);
+  void Push(const std::string& pairwise, ReduceKind k, DType type, LValue value,
+            LValue element = nullptr);
   void Stream(int buffer, const IndexExpr& index, const std::string& array);
   void Fence();
   void Flag(const std::string& var, int site);

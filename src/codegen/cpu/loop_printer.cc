@@ -174,8 +174,8 @@ class Printer {
       case LExprKind::kNot:
         return "!" + Expr(*e.args[0]);
       case LExprKind::kFinish:
-        return e.name + ".Finish(" + Expr(*e.args[0]) + ", " + CombineLambda(e.reduce, e.type) +
-               ")";
+        return e.name + (e.args.size() > 1 ? "[" + Expr(*e.args[1]) + "]" : std::string()) +
+               ".Finish(" + Expr(*e.args[0]) + ", " + CombineLambda(e.reduce, e.type) + ")";
     }
     return "";
   }
@@ -397,7 +397,10 @@ class Printer {
           case LDeclKind::kFlag:
             return "int " + st.name + " = 0;";
           case LDeclKind::kPairwise:
-            return "EmberPairwise<" + ComputeType(st.type) + "> " + st.name + ";";
+            return "EmberPairwise<" + ComputeType(st.type) +
+                   (st.depth > 0 ? ", " + std::to_string(st.depth) : std::string()) + "> " +
+                   st.name + (st.extent > 0 ? "[" + IntLiteral(st.extent) + "]" : std::string()) +
+                   ";";
         }
         std::string s = t + " " + st.name;
         if (st.extent > 0) s += "[" + IntLiteral(st.extent) + "]";
@@ -410,8 +413,8 @@ class Printer {
         return k_.buffers.at(st.buffer).name + "[" + Bracket(st.index) +
                "] = " + StoreExpr(st.type, Expr(*st.value)) + ";";
       case LStmtKind::kPush:
-        return st.name + ".Push(" + Expr(*st.value) + ", " + CombineLambda(st.reduce, st.type) +
-               ");";
+        return st.name + (st.target ? "[" + Expr(*st.target) + "]" : std::string()) + ".Push(" +
+               Expr(*st.value) + ", " + CombineLambda(st.reduce, st.type) + ");";
       case LStmtKind::kStream:
         return "ember_stream64(" + k_.buffers.at(st.buffer).name + " + " + st.index.ToString() +
                ", " + st.name + ");";

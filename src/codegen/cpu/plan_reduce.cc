@@ -6,8 +6,20 @@
 // results (EmberPairwise in the prelude); reductions of at most kExactTreeMax
 // float elements replicate the interpreter's order instead (ExactTreeReduce).
 // docs/codegen.md states the error bound.
+//
+// Column reductions (the operand's innermost dim is not reduced: a sum over
+// dim 0 of [M, N], a bias or LayerNorm weight gradient) would read strided
+// in that loop. Their phase instead loops over blocks of W consecutive
+// output columns and keeps W accumulators per lane (acc[l * W + c]), so every
+// load is a contiguous run of W elements of a row and the combines are simd
+// across the columns. Each column still sees exactly the per-output loop's
+// arithmetic (the same lanes, chunks, lane fold and binary counter, or the
+// same exact tree), so the two loops give the same bits and W (chosen from
+// the shape only) changes no value.
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <string>
 
 #include "codegen/cpu/c_types.h"
 #include "codegen/cpu/kernel_planner.h"
@@ -23,6 +35,13 @@ constexpr int kBlocksPerChunk = 16;
 // Float reductions of at most this many elements replicate the interpreter's
 // pairwise order exactly (see ExactTreeReduce).
 constexpr int64_t kExactTreeMax = 128;
+// Column reductions: at least this many columns (a single column is read
+// contiguously by the per-output loop; the random graphs of the fuzzers, at
+// most 4 wide, reach the column phase from 2); a work item's width W starts
+// at 256 bytes of accumulators per lane and halves (to 64 bytes) while there
+// would be fewer than kMinColumnItems.
+constexpr int64_t kMinColumns = 2;
+constexpr int64_t kMinColumnItems = 8;
 
 // The identity of a reduction in the accumulator type, as a literal.
 LValue ReduceIdentity(ReduceKind k, DType t, bool empty) {
@@ -74,6 +93,16 @@ LValue FromIdentity(ReduceKind k, DType t, LValue v) {
 
 ReduceKind KindOf(const Node& n) { return attr::ToApply(n); }
 
+// The number of bits of p (the levels a binary counter of p pushes needs).
+int64_t BitWidth(int64_t p) {
+  int64_t w = 0;
+  while (p > 0) {
+    ++w;
+    p >>= 1;
+  }
+  return w;
+}
+
 }  // namespace
 
 void KernelPlanner::ReducePhase(const Phase& ph, LFunction* f) {
@@ -84,6 +113,220 @@ void KernelPlanner::ReducePhase(const Phase& ph, LFunction* f) {
   const LValue v = ReduceOneOutput(n, Delinearize(o, n.shape.dims()), &b);
   b.Store(ph.dest, o, n.shape.dtype(), v);
   b.Close();
+}
+
+int64_t KernelPlanner::ColumnWidth(const Node& n) const {
+  if (n.op != OpKind::kReduce || n.shape.num_elements() == 0) return 0;
+  // EMBER_CODEGEN_COLUMN_REDUCE=0: the per-output loop (A/B measurements;
+  // the same values, only the loop order differs).
+  const char* env = std::getenv("EMBER_CODEGEN_COLUMN_REDUCE");
+  if (env && std::string(env) == "0") return 0;
+  const Shape& xs = g_.node(n.operands[0]).shape;
+  const int last = xs.rank() - 1;
+  if (last < 1 || xs.num_elements() == 0) return 0;
+  bool any = false;
+  for (int64_t d : attr::Dimensions(n)) {
+    if (d == last) return 0;
+    any = any || xs.dim(d) > 0;
+  }
+  if (!any) return 0;
+  const int64_t cols = xs.dim(last);
+  if (cols < kMinColumns) return 0;
+  const DType t = n.shape.dtype();
+  int64_t nred = 1;
+  for (int64_t d : attr::Dimensions(n)) nred *= xs.dim(d);
+  // Accumulators per lane: 256 bytes (64 bytes per exact-tree value row).
+  const int64_t per = DTypeSize(t) == 8 ? 8 : 4;
+  int64_t w = (IsFloat(t) && nred <= kExactTreeMax ? 128 : 256) / per;
+  const int64_t min_w = 64 / per;
+  const int64_t rows = n.shape.num_elements() / cols;
+  while (w > min_w && rows * ((cols + w - 1) / w) < kMinColumnItems) w /= 2;
+  return std::min(w, cols);
+}
+
+void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
+  const Node& n = g_.node(ph.node);
+  const NodeId x = n.operands[0];
+  const Shape& xs = g_.node(x).shape;
+  const DType t = n.shape.dtype();
+  const ReduceKind kind = KindOf(n);
+  const int last = xs.rank() - 1;
+  const int64_t cols = xs.dim(last);
+  const int64_t W = ph.col_width;
+  const int64_t nblk = (cols + W - 1) / W;
+  std::vector<bool> reduced(xs.rank(), false);
+  for (int64_t d : attr::Dimensions(n)) reduced[d] = true;
+  std::vector<int> red_dims;
+  std::vector<int64_t> red_sizes;
+  int64_t nred = 1;
+  for (int d = 0; d < xs.rank(); ++d) {
+    if (reduced[d]) {
+      red_dims.push_back(d);
+      red_sizes.push_back(xs.dim(d));
+      nred *= xs.dim(d);
+    }
+  }
+  LBuilder bb(f, &var_counter_);
+  LBuilder* b = &bb;
+  const IndexExpr o =
+      b->For("o", LVar("begin", DType::kS64), LVar("end", DType::kS64), 0, ph.count - 1);
+  // Work item o: columns [col0, col0 + wc) of output row q.
+  const IndexExpr q = o.FloorDiv(nblk);
+  const IndexExpr col0 = o.Mod(nblk) * W;
+  LValue wc = LInt(W);
+  if (cols % W != 0) {
+    wc = b->Let(DType::kS64, LSelect(LCmpExpr(LCmp::kEq, LIndex(o.Mod(nblk)), LInt(nblk - 1)),
+                                     LInt(cols % W), LInt(W), DType::kS64));
+  }
+  std::vector<int64_t> outer(n.shape.dims().begin(), n.shape.dims().end() - 1);
+  std::vector<IndexExpr> xix(xs.rank());
+  {
+    const std::vector<IndexExpr> qix = Delinearize(q, outer);
+    int kd = 0;
+    for (int d = 0; d < last; ++d) {
+      if (!reduced[d]) xix[d] = qix[kd++];
+    }
+  }
+  // The loop over the block's columns (simd), with the element of `x` at the
+  // reduced indices already in xix: returns the column's counter.
+  auto columns = [&](bool simd) { return b->For("col", LInt(0), wc, 0, W - 1, 1, simd); };
+  auto store = [&](const IndexExpr& c, LValue v) {
+    b->Store(ph.dest, q * cols + col0 + c, t, FromIdentity(kind, t, std::move(v)));
+  };
+  if (IsFloat(t) && nred <= kExactTreeMax) {
+    // The interpreter's exact tree per column (ExactTreeReduce) over a local
+    // array of the block's values, vals[r * W + c].
+    const std::string vals = "vals" + std::to_string(n.id);
+    b->DeclArray(vals, t, nred * W);
+    const IndexExpr r = b->For("r", LInt(0), LInt(nred), 0, nred - 1);
+    const std::vector<IndexExpr> rix = Delinearize(r, red_sizes);
+    for (size_t i = 0; i < red_dims.size(); ++i) xix[red_dims[i]] = rix[i];
+    {
+      const IndexExpr c = columns(true);
+      const int loop = b->current();
+      xix[last] = col0 + c;
+      ElementBuilder e(ctx_, b);
+      const LValue v = e.Value(x, ElemIndex::Multi(xix));
+      b->Assign(LArray(vals, r * W + c, t), v);
+      SimdFlags(f, loop, e);
+      UseSites(e);
+      b->Close();
+    }
+    b->Close();
+    const IndexExpr c = columns(true);
+    int leaf = 0;
+    const std::string tp = "t" + std::to_string(n.id) + "_";
+    std::function<LValue(int64_t, int64_t)> tree = [&](int64_t begin, int64_t len) -> LValue {
+      if (len <= 8) {
+        const std::string a = tp + std::to_string(leaf++);
+        const LValue av = b->Decl(a, t, LArray(vals, c + begin * W, t));
+        if (len > 1) {
+          const IndexExpr i =
+              b->For("i", LInt(begin + 1), LInt(begin + len), begin + 1, begin + len - 1);
+          b->Assign(av, LCombine(kind, t, av, LArray(vals, i * W + c, t)));
+          b->Close();
+        }
+        return av;
+      }
+      const int64_t half = len / 2;
+      const LValue lhs = tree(begin, half);
+      const LValue rhs = tree(begin + half, len - half);
+      return LCombine(kind, t, lhs, rhs);
+    };
+    store(c, tree(0, nred));
+    b->Close();
+    b->Close();
+    return;
+  }
+  // Blocked lanes, as ReduceOneOutput, with W accumulators per lane.
+  const bool pairwise = IsFloat(t) && (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
+  const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
+  const int lastr = red_dims.back();
+  const int64_t K = xs.dim(lastr);
+  const LValue id = ReduceIdentity(kind, t, false);
+  const std::string acc = "acc" + std::to_string(n.id);
+  const std::string pw = "pw" + std::to_string(n.id);
+  const std::string nb = "nb" + std::to_string(n.id);
+  auto at = [&](const IndexExpr& l, const IndexExpr& c) { return LArray(acc, c + l * W, t); };
+  auto reset = [&]() {
+    const IndexExpr i = b->For("i", LInt(0), LInt(lanes * W), 0, lanes * W - 1, 1, true);
+    b->Assign(LArray(acc, i, t), id);
+    b->Close();
+  };
+  if (pairwise) {
+    // One counter per column; pushes: one per chunk of kBlocksPerChunk blocks.
+    const int64_t blocks = nred / K * ((K + lanes - 1) / lanes);
+    const int64_t pushes = (blocks + kBlocksPerChunk - 1) / kBlocksPerChunk;
+    b->DeclArray(pw, t, W, LDeclKind::kPairwise, BitWidth(pushes));
+    b->Decl(nb, DType::kS64, LInt(0));
+  }
+  b->DeclArray(acc, t, lanes * W);
+  reset();
+  auto fold_lanes = [&]() {
+    for (int w = lanes / 2; w >= 1; w /= 2) {
+      const IndexExpr l = b->For("l", LInt(0), LInt(w), 0, w - 1);
+      const IndexExpr c = columns(true);
+      b->Assign(at(l, c), LCombine(kind, t, at(l, c), at(l + w, c)));
+      b->Close();
+      b->Close();
+    }
+  };
+  auto push = [&]() {
+    const IndexExpr c = columns(false);
+    b->Push(pw, kind, t, at(IndexExpr(), c), LIndex(c));
+    b->Close();
+  };
+  // One block of `count` lanes from element `start` of the innermost reduced
+  // dim: lane l of every column takes element start + l.
+  auto block = [&](const IndexExpr& start, int64_t count) {
+    const IndexExpr l = b->For("l", LInt(0), LInt(count), 0, count - 1);
+    const IndexExpr c = columns(true);
+    const int loop = b->current();
+    xix[lastr] = start + l;
+    xix[last] = col0 + c;
+    ElementBuilder e(ctx_, b);
+    const LValue v = e.Value(x, ElemIndex::Multi(xix));
+    b->Assign(at(l, c), LCombine(kind, t, at(l, c), v));
+    SimdFlags(f, loop, e);
+    UseSites(e);
+    b->Close();
+    b->Close();
+    if (!pairwise) return;
+    const IndexExpr nbv = IndexExpr::Variable(nb, 0, kBlocksPerChunk);
+    b->Assign(LVar(nb, DType::kS64), LIndex(nbv + 1));
+    b->If(LCmpExpr(LCmp::kEq, LVar(nb, DType::kS64), LInt(kBlocksPerChunk)));
+    fold_lanes();
+    push();
+    reset();
+    b->Assign(LVar(nb, DType::kS64), LInt(0));
+    b->Close();
+  };
+  for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
+    const int d = red_dims[i];
+    xix[d] = b->For("r" + std::to_string(d), LInt(0), LInt(xs.dim(d)), 0, xs.dim(d) - 1);
+  }
+  const int64_t nfull = K / lanes;
+  if (nfull > 0) {
+    const IndexExpr kb = b->For("kb", LInt(0), LInt(nfull), 0, nfull - 1);
+    block(kb * lanes, lanes);
+    b->Close();
+  }
+  if (K % lanes != 0) block(IndexExpr::Constant(nfull * lanes), K % lanes);
+  for (size_t i = 0; i + 1 < red_dims.size(); ++i) b->Close();
+  fold_lanes();
+  if (pairwise) {
+    b->If(LCmpExpr(LCmp::kGt, LVar(nb, DType::kS64), LInt(0)));
+    push();
+    b->Close();
+  }
+  const IndexExpr c = columns(!pairwise);
+  if (pairwise) {
+    store(c, b->LetNamed("red" + std::to_string(n.id), t, LFinish(pw, kind, t, id, LIndex(c))));
+  } else {
+    store(c, at(IndexExpr(), c));
+  }
+  b->Close();
+  b->Close();
 }
 
 void KernelPlanner::StoreRowValues(ElementBuilder& e, const std::vector<NodeId>& stores,

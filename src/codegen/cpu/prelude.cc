@@ -217,9 +217,9 @@ EMBER_INLINE uint64_t ember_f2u64(double x) {
 // ---- pairwise combination of block results (float add/multiply reduce) ----
 // A binary counter of partial results: level-k entries cover 2^k blocks, so
 // the combination tree has depth <= log2(#blocks) + 1.
-template <typename A> struct EmberPairwise {
-  A v[64];
-  int level[64];
+template <typename A, int D = 64> struct EmberPairwise {
+  A v[D];
+  int level[D];
   int n = 0;
   template <typename F> EMBER_INLINE void Push(A x, F combine) {
     int l = 0;
