@@ -188,6 +188,77 @@ TEST(CodegenColumnReduce, OtherCombinersAndDtypes) {
   CheckColumns(DType::kPred, ReduceKind::kOr, {19, 3, 70}, {1}, true);
 }
 
+// Sibling column reductions (LayerNorm backward's dweight = sum(dy * xhat)
+// and dbias = sum(dy) over the rows) run in one pass: one phase, dy loaded
+// once per element, each result the bits of its own per-output loop. A
+// reduce that reads another one stays a phase of its own.
+TEST(CodegenColumnReduce, SiblingReductionsShareOnePass) {
+  TempDir dir;
+  std::mt19937_64 rng(5);
+  for (const auto& [dims, red] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{1000, 100}, {0}}, {{8, 300, 40}, {0, 1}}, {{60, 24}, {0}}}) {
+    const Shape xs(DType::kF32, dims);
+    std::vector<int64_t> perm, inner;
+    for (int d = 0; d < xs.rank(); ++d) {
+      if (std::find(red.begin(), red.end(), d) == red.end()) perm.push_back(d);
+    }
+    for (int64_t d : red) {
+      inner.push_back(static_cast<int64_t>(perm.size()));
+      perm.push_back(d);
+    }
+    for (int i = 1; i < static_cast<int>(red.size()); ++i) inner[i] = inner[0] + i;
+    auto build = [&](bool transposed) {
+      GraphBuilder b;
+      NodeId dy = b.Parameter(0, xs);
+      NodeId xh = b.Parameter(1, xs);
+      auto tr = [&](NodeId v) { return transposed ? b.Transpose(v, perm) : v; };
+      const std::vector<int64_t>& r = transposed ? inner : red;
+      NodeId dw = b.Reduce(tr(b.Multiply(dy, xh)), r, ReduceKind::kAdd);
+      NodeId db = b.Reduce(tr(dy), r, ReduceKind::kAdd);
+      NodeId mx = b.Reduce(tr(xh), r, ReduceKind::kMaximum);
+      b.SetOutputs({dw, db, mx});
+      return b.Build().value();
+    };
+    const Graph g = build(false), gt = build(true);
+    auto src = EmitKernelSource(g);
+    ASSERT_TRUE(src.ok());
+    EXPECT_NE(src->code.find("// Phases: %3+%4+%5 (reduce, columns of "), std::string::npos)
+        << src->code.substr(0, 2000);
+    auto k = CompileKernel(g, FastOptions(dir.path()));
+    auto kt = CompileKernel(gt, FastOptions(dir.path()));
+    ASSERT_TRUE(k.ok() && kt.ok()) << k.status().ToString() << kt.status().ToString();
+    const std::vector<Literal> args = {RandomLiteral(xs, rng), RandomLiteral(xs, rng)};
+    auto got = RunKernel(**k, args);
+    auto par = RunKernel(**k, args, ThreadParallelFor(3));
+    auto same = RunKernel(**kt, args);
+    auto want = Evaluate(g, args);
+    ASSERT_TRUE(got.ok() && par.ok() && same.ok() && want.ok());
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_TRUE(SameLiteral((*got)[j], (*same)[j])) << "output " << j;
+      EXPECT_TRUE(SameLiteral((*par)[j], (*got)[j])) << "output " << j;
+    }
+    EXPECT_TRUE(SameLiteral((*got)[2], (*want)[2]));
+    if (xs.num_elements() / (*want)[0].num_elements() <= 128) {
+      EXPECT_TRUE(SameLiteral((*got)[0], (*want)[0]));
+      EXPECT_TRUE(SameLiteral((*got)[1], (*want)[1]));
+    }
+  }
+  // r2 reads r1: two phases, the values still the interpreter's (exact tree).
+  const Shape xs(DType::kF32, {50, 30});
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, xs);
+  NodeId r1 = b.Reduce(x, {0}, ReduceKind::kAdd);
+  NodeId r2 = b.Reduce(b.Multiply(x, b.BroadcastInDim(r1, {50, 30}, {1})), {0}, ReduceKind::kAdd);
+  b.SetOutputs({r2, r1});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok());
+  auto src = EmitKernelSource(*g);
+  ASSERT_TRUE(src.ok());
+  EXPECT_EQ(src->code.find("+%"), std::string::npos);
+  testing::ExpectMatchesInterpreter(*g, {RandomLiteral(xs, rng)}, FastOptions(dir.path()),
+                                    ThreadParallelFor(3));
+}
+
 // A sum of -0.0s is +0.0 in the column phase too (exact tree and lanes).
 TEST(CodegenColumnReduce, SumOfNegativeZerosIsPositiveZero) {
   TempDir dir;

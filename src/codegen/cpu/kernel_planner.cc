@@ -130,7 +130,11 @@ LKernel KernelPlanner::Plan() {
     ph += " then the outputs";
   } else {
     for (size_t k = 0; k < phases_.size(); ++k) {
-      ph += (k ? ", %" : "%") + std::to_string(phases_[k].node) +
+      std::string also;
+      for (size_t j = 0; j < phases_[k].siblings.size(); ++j) {
+        also += "+%" + std::to_string(phases_[k].siblings[j]);
+      }
+      ph += (k ? ", %" : "%") + std::to_string(phases_[k].node) + also +
             (g_.node(phases_[k].node).op == OpKind::kReduce
                  ? (phases_[k].col_width > 0
                         ? " (reduce, columns of " + std::to_string(phases_[k].col_width) + ")"
@@ -187,6 +191,14 @@ void KernelPlanner::PlanPhases() {
       }
     }
     ph.grain = std::max<int64_t>(1, kGrainWork / work);
+    if (ph.col_width > 0 && !phases_.empty() && ColumnSiblings(phases_.back(), n)) {
+      phases_.back().siblings.push_back(n.id);
+      LBuffer sb = k_.buffers[ph.dest];  // a name of its own in the shared phase
+      sb.name = "out" + std::to_string(n.id);
+      phases_.back().sibling_dests.push_back(AddBuffer(&k_, sb));
+      phases_.back().dest_text += "+" + ph.dest_text;
+      continue;
+    }
     phases_.push_back(ph);
   }
   for (size_t j = 0; j < outs.size(); ++j) {
@@ -211,6 +223,11 @@ void KernelPlanner::BuildPhase(int k) {
     LBuffer b = k_.buffers[p.dest];
     b.name = "m" + std::to_string(p.node);
     ctx_.materialized[p.node] = AddBuffer(&k_, b);
+    for (size_t j = 0; j < p.siblings.size(); ++j) {
+      LBuffer sb = k_.buffers[p.sibling_dests[j]];
+      sb.name = "m" + std::to_string(p.siblings[j]);
+      ctx_.materialized[p.siblings[j]] = AddBuffer(&k_, sb);
+    }
   }
   ctx_.scalars.clear();
   ctx_.row_buffers.clear();

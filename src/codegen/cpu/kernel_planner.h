@@ -49,6 +49,9 @@ class KernelPlanner {
     int64_t count;          // work items (elements, rows, 1 for a scatter, column blocks)
     int64_t grain;
     int64_t col_width = 0;  // a column reduce: the columns of a work item (else 0)
+    // Column reduces computed in the same pass (ColumnSiblings) and their buffers.
+    std::vector<NodeId> siblings;
+    std::vector<int> sibling_dests;
   };
 
   // kernel_planner.cc
@@ -99,6 +102,11 @@ class KernelPlanner {
   // Column reductions (the operand's innermost dim is kept): the columns of
   // one work item, or 0 when reduce `n` takes the per-output loop.
   int64_t ColumnWidth(const Node& n) const;
+  // Whether column reduce `n` can join phase `ph`'s pass: the same operand
+  // dims, reduced dims, lanes and loop kind, at most kMaxColumnSiblings, and
+  // no member read by `n`.
+  bool ColumnSiblings(const Phase& ph, const Node& n) const;
+  static constexpr size_t kMaxColumnSiblings = 3;
   void ColumnReducePhase(const Phase& ph, LFunction* f);
 
   // plan_rows.cc

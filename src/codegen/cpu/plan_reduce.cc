@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "codegen/cpu/c_types.h"
@@ -144,12 +145,65 @@ int64_t KernelPlanner::ColumnWidth(const Node& n) const {
   return std::min(w, cols);
 }
 
+bool KernelPlanner::ColumnSiblings(const Phase& ph, const Node& n) const {
+  if (ph.col_width <= 0 || ph.siblings.size() >= kMaxColumnSiblings) return false;
+  const Node& h = g_.node(ph.node);
+  if (g_.node(h.operands[0]).shape.dims() != g_.node(n.operands[0]).shape.dims() ||
+      attr::Dimensions(h) != attr::Dimensions(n)) {
+    return false;
+  }
+  auto exact = [&](const Node& r) {
+    return IsFloat(r.shape.dtype()) &&
+           g_.node(r.operands[0]).shape.num_elements() / r.shape.num_elements() <= kExactTreeMax;
+  };
+  auto wide = [](const Node& r) { return DTypeSize(r.shape.dtype()) == 8; };
+  if (exact(h) != exact(n) || wide(h) != wide(n) || ColumnWidth(n) != ph.col_width) return false;
+  // n must not read a member (they are computed in the same pass).
+  std::set<NodeId> members(ph.siblings.begin(), ph.siblings.end());
+  members.insert(ph.node);
+  std::vector<NodeId> stack = {n.operands[0]};
+  std::set<NodeId> seen;
+  while (!stack.empty()) {
+    const NodeId id = stack.back();
+    stack.pop_back();
+    if (!seen.insert(id).second) continue;
+    if (members.count(id)) return false;
+    for (NodeId op : g_.node(id).operands) stack.push_back(op);
+  }
+  return true;
+}
+
 void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
-  const Node& n = g_.node(ph.node);
-  const NodeId x = n.operands[0];
-  const Shape& xs = g_.node(x).shape;
-  const DType t = n.shape.dtype();
-  const ReduceKind kind = KindOf(n);
+  // The phase's reduces: ph.node and its siblings (same operand shape,
+  // reduced dims, lanes and loop kind: PlanPhases), one pass over the
+  // operands for all of them. Their producers share one element walk per
+  // loop body, so an operand they have in common is loaded once.
+  struct Member {
+    const Node* n;
+    int dest;
+    DType t;
+    ReduceKind kind;
+    bool pairwise;
+    LValue id;
+    std::string acc, pw, vals;
+  };
+  std::vector<Member> ms;
+  for (size_t i = 0; i <= ph.siblings.size(); ++i) {
+    Member m;
+    m.n = &g_.node(i == 0 ? ph.node : ph.siblings[i - 1]);
+    m.dest = i == 0 ? ph.dest : ph.sibling_dests[i - 1];
+    m.t = m.n->shape.dtype();
+    m.kind = KindOf(*m.n);
+    m.pairwise = IsFloat(m.t) && (m.kind == ReduceKind::kAdd || m.kind == ReduceKind::kMultiply);
+    m.id = ReduceIdentity(m.kind, m.t, false);
+    const std::string sfx = std::to_string(m.n->id);
+    m.acc = "acc" + sfx;
+    m.pw = "pw" + sfx;
+    m.vals = "vals" + sfx;
+    ms.push_back(m);
+  }
+  const Node& n = *ms[0].n;
+  const Shape& xs = g_.node(n.operands[0]).shape;
   const int last = xs.rank() - 1;
   const int64_t cols = xs.dim(last);
   const int64_t W = ph.col_width;
@@ -187,17 +241,24 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
       if (!reduced[d]) xix[d] = qix[kd++];
     }
   }
-  // The loop over the block's columns (simd), with the element of `x` at the
-  // reduced indices already in xix: returns the column's counter.
+  // The loop over the block's columns (simd); returns its counter.
   auto columns = [&](bool simd) { return b->For("col", LInt(0), wc, 0, W - 1, 1, simd); };
-  auto store = [&](const IndexExpr& c, LValue v) {
-    b->Store(ph.dest, q * cols + col0 + c, t, FromIdentity(kind, t, std::move(v)));
+  auto store = [&](const Member& m, const IndexExpr& c, LValue v) {
+    b->Store(m.dest, q * cols + col0 + c, m.t, FromIdentity(m.kind, m.t, std::move(v)));
   };
-  if (IsFloat(t) && nred <= kExactTreeMax) {
+  // Every member's operand at xix, in one element walk (simd loop `loop`).
+  auto operands = [&](int loop, const std::function<void(const Member&, LValue)>& use) {
+    ElementBuilder e(ctx_, b);
+    std::vector<LValue> vs;
+    for (const Member& m : ms) vs.push_back(e.Value(m.n->operands[0], ElemIndex::Multi(xix)));
+    for (size_t i = 0; i < ms.size(); ++i) use(ms[i], vs[i]);
+    SimdFlags(f, loop, e);
+    UseSites(e);
+  };
+  if (IsFloat(n.shape.dtype()) && nred <= kExactTreeMax) {
     // The interpreter's exact tree per column (ExactTreeReduce) over a local
     // array of the block's values, vals[r * W + c].
-    const std::string vals = "vals" + std::to_string(n.id);
-    b->DeclArray(vals, t, nred * W);
+    for (const Member& m : ms) b->DeclArray(m.vals, m.t, nred * W);
     const IndexExpr r = b->For("r", LInt(0), LInt(nred), 0, nred - 1);
     const std::vector<IndexExpr> rix = Delinearize(r, red_sizes);
     for (size_t i = 0; i < red_dims.size(); ++i) xix[red_dims[i]] = rix[i];
@@ -205,75 +266,76 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
       const IndexExpr c = columns(true);
       const int loop = b->current();
       xix[last] = col0 + c;
-      ElementBuilder e(ctx_, b);
-      const LValue v = e.Value(x, ElemIndex::Multi(xix));
-      b->Assign(LArray(vals, r * W + c, t), v);
-      SimdFlags(f, loop, e);
-      UseSites(e);
+      operands(loop,
+               [&](const Member& m, LValue v) { b->Assign(LArray(m.vals, r * W + c, m.t), v); });
       b->Close();
     }
     b->Close();
     const IndexExpr c = columns(true);
-    int leaf = 0;
-    const std::string tp = "t" + std::to_string(n.id) + "_";
-    std::function<LValue(int64_t, int64_t)> tree = [&](int64_t begin, int64_t len) -> LValue {
-      if (len <= 8) {
-        const std::string a = tp + std::to_string(leaf++);
-        const LValue av = b->Decl(a, t, LArray(vals, c + begin * W, t));
-        if (len > 1) {
-          const IndexExpr i =
-              b->For("i", LInt(begin + 1), LInt(begin + len), begin + 1, begin + len - 1);
-          b->Assign(av, LCombine(kind, t, av, LArray(vals, i * W + c, t)));
-          b->Close();
+    for (const Member& m : ms) {
+      int leaf = 0;
+      const std::string tp = "t" + std::to_string(m.n->id) + "_";
+      std::function<LValue(int64_t, int64_t)> tree = [&](int64_t begin, int64_t len) -> LValue {
+        if (len <= 8) {
+          const std::string a = tp + std::to_string(leaf++);
+          const LValue av = b->Decl(a, m.t, LArray(m.vals, c + begin * W, m.t));
+          if (len > 1) {
+            const IndexExpr i =
+                b->For("i", LInt(begin + 1), LInt(begin + len), begin + 1, begin + len - 1);
+            b->Assign(av, LCombine(m.kind, m.t, av, LArray(m.vals, i * W + c, m.t)));
+            b->Close();
+          }
+          return av;
         }
-        return av;
-      }
-      const int64_t half = len / 2;
-      const LValue lhs = tree(begin, half);
-      const LValue rhs = tree(begin + half, len - half);
-      return LCombine(kind, t, lhs, rhs);
-    };
-    store(c, tree(0, nred));
+        const int64_t half = len / 2;
+        const LValue lhs = tree(begin, half);
+        const LValue rhs = tree(begin + half, len - half);
+        return LCombine(m.kind, m.t, lhs, rhs);
+      };
+      store(m, c, tree(0, nred));
+    }
     b->Close();
     b->Close();
     return;
   }
   // Blocked lanes, as ReduceOneOutput, with W accumulators per lane.
-  const bool pairwise = IsFloat(t) && (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
-  const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
+  const int lanes = DTypeSize(n.shape.dtype()) == 8 ? kLanes64 : kLanes32;
   const int lastr = red_dims.back();
   const int64_t K = xs.dim(lastr);
-  const LValue id = ReduceIdentity(kind, t, false);
-  const std::string acc = "acc" + std::to_string(n.id);
-  const std::string pw = "pw" + std::to_string(n.id);
+  bool any_pairwise = false;
+  for (const Member& m : ms) any_pairwise = any_pairwise || m.pairwise;
   const std::string nb = "nb" + std::to_string(n.id);
-  auto at = [&](const IndexExpr& l, const IndexExpr& c) { return LArray(acc, c + l * W, t); };
-  auto reset = [&]() {
+  auto at = [&](const Member& m, const IndexExpr& l, const IndexExpr& c) {
+    return LArray(m.acc, c + l * W, m.t);
+  };
+  auto reset = [&](const Member& m) {
     const IndexExpr i = b->For("i", LInt(0), LInt(lanes * W), 0, lanes * W - 1, 1, true);
-    b->Assign(LArray(acc, i, t), id);
+    b->Assign(LArray(m.acc, i, m.t), m.id);
     b->Close();
   };
-  if (pairwise) {
-    // One counter per column; pushes: one per chunk of kBlocksPerChunk blocks.
-    const int64_t blocks = nred / K * ((K + lanes - 1) / lanes);
-    const int64_t pushes = (blocks + kBlocksPerChunk - 1) / kBlocksPerChunk;
-    b->DeclArray(pw, t, W, LDeclKind::kPairwise, BitWidth(pushes));
-    b->Decl(nb, DType::kS64, LInt(0));
+  // One counter per column; pushes: one per chunk of kBlocksPerChunk blocks.
+  const int64_t blocks = nred / K * ((K + lanes - 1) / lanes);
+  const int64_t pushes = (blocks + kBlocksPerChunk - 1) / kBlocksPerChunk;
+  for (const Member& m : ms) {
+    if (m.pairwise) b->DeclArray(m.pw, m.t, W, LDeclKind::kPairwise, BitWidth(pushes));
   }
-  b->DeclArray(acc, t, lanes * W);
-  reset();
-  auto fold_lanes = [&]() {
+  if (any_pairwise) b->Decl(nb, DType::kS64, LInt(0));
+  for (const Member& m : ms) {
+    b->DeclArray(m.acc, m.t, lanes * W);
+    reset(m);
+  }
+  auto fold_lanes = [&](const Member& m) {
     for (int w = lanes / 2; w >= 1; w /= 2) {
       const IndexExpr l = b->For("l", LInt(0), LInt(w), 0, w - 1);
       const IndexExpr c = columns(true);
-      b->Assign(at(l, c), LCombine(kind, t, at(l, c), at(l + w, c)));
+      b->Assign(at(m, l, c), LCombine(m.kind, m.t, at(m, l, c), at(m, l + w, c)));
       b->Close();
       b->Close();
     }
   };
-  auto push = [&]() {
+  auto push = [&](const Member& m) {
     const IndexExpr c = columns(false);
-    b->Push(pw, kind, t, at(IndexExpr(), c), LIndex(c));
+    b->Push(m.pw, m.kind, m.t, at(m, IndexExpr(), c), LIndex(c));
     b->Close();
   };
   // One block of `count` lanes from element `start` of the innermost reduced
@@ -284,20 +346,21 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
     const int loop = b->current();
     xix[lastr] = start + l;
     xix[last] = col0 + c;
-    ElementBuilder e(ctx_, b);
-    const LValue v = e.Value(x, ElemIndex::Multi(xix));
-    b->Assign(at(l, c), LCombine(kind, t, at(l, c), v));
-    SimdFlags(f, loop, e);
-    UseSites(e);
+    operands(loop, [&](const Member& m, LValue v) {
+      b->Assign(at(m, l, c), LCombine(m.kind, m.t, at(m, l, c), v));
+    });
     b->Close();
     b->Close();
-    if (!pairwise) return;
+    if (!any_pairwise) return;
     const IndexExpr nbv = IndexExpr::Variable(nb, 0, kBlocksPerChunk);
     b->Assign(LVar(nb, DType::kS64), LIndex(nbv + 1));
     b->If(LCmpExpr(LCmp::kEq, LVar(nb, DType::kS64), LInt(kBlocksPerChunk)));
-    fold_lanes();
-    push();
-    reset();
+    for (const Member& m : ms) {
+      if (!m.pairwise) continue;
+      fold_lanes(m);
+      push(m);
+      reset(m);
+    }
     b->Assign(LVar(nb, DType::kS64), LInt(0));
     b->Close();
   };
@@ -313,19 +376,25 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
   }
   if (K % lanes != 0) block(IndexExpr::Constant(nfull * lanes), K % lanes);
   for (size_t i = 0; i + 1 < red_dims.size(); ++i) b->Close();
-  fold_lanes();
-  if (pairwise) {
+  for (const Member& m : ms) fold_lanes(m);
+  if (any_pairwise) {
     b->If(LCmpExpr(LCmp::kGt, LVar(nb, DType::kS64), LInt(0)));
-    push();
+    for (const Member& m : ms) {
+      if (m.pairwise) push(m);
+    }
     b->Close();
   }
-  const IndexExpr c = columns(!pairwise);
-  if (pairwise) {
-    store(c, b->LetNamed("red" + std::to_string(n.id), t, LFinish(pw, kind, t, id, LIndex(c))));
-  } else {
-    store(c, at(IndexExpr(), c));
+  for (const Member& m : ms) {
+    const IndexExpr c = columns(!m.pairwise);
+    if (m.pairwise) {
+      store(m, c,
+            b->LetNamed("red" + std::to_string(m.n->id), m.t,
+                        LFinish(m.pw, m.kind, m.t, m.id, LIndex(c))));
+    } else {
+      store(m, c, at(m, IndexExpr(), c));
+    }
+    b->Close();
   }
-  b->Close();
   b->Close();
 }
 
