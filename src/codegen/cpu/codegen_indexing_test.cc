@@ -156,6 +156,49 @@ TEST(CodegenIndexing, ScattersMatchInterpreter) {
   }
 }
 
+// Embedding backward at a step's shapes (ids [B, T] with many duplicates,
+// updates [B, T, C] computed in the kernel): the scatter runs by blocks of
+// destination rows (ScatterRowBlocks), each block walking all updates in
+// order, so the sums are the interpreter's bits (and the serial item's,
+// EMBER_CODEGEN_SCATTER_ROWS=0) on any number of threads.
+TEST(CodegenIndexing, RowBlockScatterAddsInUpdateOrder) {
+  TempDir dir;
+  std::mt19937_64 rng(11);
+  const int64_t B = 6, T = 50, C = 37, V = 300;
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    GraphBuilder b;
+    NodeId ids = b.Parameter(0, Shape(DType::kS64, {B, T}));
+    NodeId dy = b.Parameter(1, Shape(t, {B, T, C}));
+    NodeId zeros = b.BroadcastInDim(b.ConstantScalar(t, 0), {V, C}, {});
+    ScatterDims d;
+    d.update_window_dims = {2};
+    d.inserted_window_dims = {0};
+    d.scatter_dims_to_operand_dims = {0};
+    d.index_vector_dim = 2;
+    NodeId upd = b.Multiply(dy, b.BroadcastInDim(b.ConstantScalar(t, 1.5), {B, T, C}, {}));
+    b.SetOutputs({b.Scatter(zeros, ids, upd, d, ReduceKind::kAdd)});
+    auto g = b.Build();
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    std::vector<int64_t> iv(B * T);
+    std::uniform_int_distribution<int64_t> pick(0, 9);  // rows 0..9 and a few others
+    for (size_t i = 0; i < iv.size(); ++i) iv[i] = i % 7 == 0 ? (i * 37) % V : pick(rng);
+    std::vector<Literal> args = {
+        Ints(DType::kS64, {B, T}, std::vector<double>(iv.begin(), iv.end())),
+        RandomLiteral(Shape(t, {B, T, C}), rng)};
+    auto src = EmitKernelSource(*g);
+    ASSERT_TRUE(src.ok());
+    EXPECT_NE(src->code.find("pf(pf_ctx, 0, 16, 1,"), std::string::npos) << src->code;
+    auto k = ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()), ThreadParallelFor(3));
+    ASSERT_TRUE(k);
+    ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()));
+    setenv("EMBER_CODEGEN_SCATTER_ROWS", "0", 1);
+    auto serial_src = EmitKernelSource(*g);
+    unsetenv("EMBER_CODEGEN_SCATTER_ROWS");
+    ASSERT_TRUE(serial_src.ok());
+    EXPECT_NE(serial_src->code.find("pf(pf_ctx, 0, 1,"), std::string::npos);
+  }
+}
+
 // Out-of-range, negative and (u64) huge indices: the kernel returns
 // OutOfRange; the runtime names the step and gives the interpreter's message
 // (index, range, position), for gather and scatter.

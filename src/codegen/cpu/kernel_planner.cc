@@ -179,6 +179,7 @@ void KernelPlanner::PlanPhases() {
     }
     const int64_t count = n.shape.num_elements();
     ph.count = n.op == OpKind::kScatter ? std::min<int64_t>(count, 1) : count;
+    if (n.op == OpKind::kScatter && count > 0) ph.count = ScatterRowBlocks(n);
     int64_t work = 1;
     if (n.op == OpKind::kReduce) {
       work = std::max<int64_t>(
@@ -191,6 +192,7 @@ void KernelPlanner::PlanPhases() {
       }
     }
     ph.grain = std::max<int64_t>(1, kGrainWork / work);
+    if (n.op == OpKind::kScatter) ph.grain = 1;  // row blocks: one per chunk
     if (ph.col_width > 0 && !phases_.empty() && ColumnSiblings(phases_.back(), n)) {
       phases_.back().siblings.push_back(n.id);
       LBuffer sb = k_.buffers[ph.dest];  // a name of its own in the shared phase

@@ -14,7 +14,8 @@
 //                      each column the same order as the per-output loop;
 //   plan_rows.cc       row kernels: one phase over rows, one pass per reduce,
 //                      row buffers, non-temporal stores;
-//   plan_scatter.cc    scatter phases (serial, in update order).
+//   plan_scatter.cc    scatter phases (in update order; by blocks of
+//                      destination rows when the index picks the row).
 // docs/codegen.md describes the kernels they build.
 #pragma once
 
@@ -124,6 +125,12 @@ class KernelPlanner {
 
   // plan_scatter.cc
   void ScatterPhase(const Phase& ph, LFunction* f);
+  // The work items of scatter `n`: blocks of destination rows (at most
+  // kScatterRowBlocks) when its dim 0 is an inserted dim chosen by the index,
+  // else 1 (one serial item).
+  int64_t ScatterRowBlocks(const Node& n) const;
+  void ScatterRowBlockPhase(const Phase& ph, LFunction* f);
+  static constexpr int64_t kScatterRowBlocks = 16;
 
   const Graph& g_;
   int kernel_index_;
