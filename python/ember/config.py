@@ -28,12 +28,9 @@ _DEFAULTS = {
     "backend": _os.environ.get("EMBER_BACKEND") or "cpu",
     # Lowered backends: a sync that replaces a device buffer no live tensor refers to
     # (a parameter, gradient or optimizer state updated in place) writes the new value
-    # into it (donation). Off by default: a thread tracing while another thread's sync
-    # gathers can read a pending value before the gather and attach it after, so its
-    # graph recomputes that value from a buffer the sync donated
-    # (test_runtime.py::test_tracing_from_threads failed so in a fresh clone;
-    # docs/architecture.md, "Donation").
-    "donate_buffers": False,
+    # into it (donation; docs/architecture.md, "Donation"). False: every new value gets
+    # a buffer of its own.
+    "donate_buffers": True,
     # Run the backward of ember tensors on the calling thread (autograd's multithreading
     # off for that call), as PyTorch does for its own lazy device, instead of handing it
     # to autograd's per-device worker thread and waiting: tracing a backward needs no

@@ -151,6 +151,17 @@ struct Node {
   uint64_t rng_seed = 0, rng_offset = 0;
   bool seeded_default = false;  // random op without a Generator argument
   std::string source;           // user's Python file:line when traced
+  // Output k's claim: set when a sync claims a state holding (this node, k)
+  // (claim_pending_states), the future that value became and the claiming sync's
+  // number. A node traced from a value read before that claim but registered after it
+  // reaches this node through an operand; a later graph reads the future there instead
+  // of recomputing the value from leaves the earlier program may have donated and
+  // overwritten (docs/architecture.md, "Donation").
+  struct Claim {
+    FuturePtr future;
+    uint64_t gen = 0;  // 0: not claimed
+  };
+  std::vector<Claim> claims;  // per output; empty until one is claimed
   // Per schema return: -1 one tensor, n >= 0 a list of n, -2 undefined, -3 an alias
   // of a (written) argument. Empty: every output defined, in order.
   std::vector<int> ret_shape;
@@ -183,7 +194,10 @@ std::vector<std::pair<StatePtr, Value>> pending_states();  // creation order
 // Gathers the pending states (as pending_states) and, under the same lock, makes each an
 // in-flight state holding a new future (pushed to *futures in the same order; states
 // holding one value share one future): from then on no thread can reach their pending nodes through
-// a state (docs/architecture.md, "Execution model").
+// a state (docs/architecture.md, "Execution model"). Each root value's node records the
+// claim (Node::claims, with this claim's number); a state holding a value an earlier
+// sync claimed (traced from a read made before that sync) takes that sync's future and
+// is no root.
 std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FuturePtr>* futures);
 // Makes the claimed states pending again (a sync failed before queueing its job).
 void unclaim_states(const std::vector<std::pair<StatePtr, Value>>& roots,
@@ -239,6 +253,12 @@ void assign_state(const at::Tensor& dst, const at::Tensor& src);
 // The boxed PrivateUse1 kernel of every traced op (trace.cpp): records the call as a
 // Node, or runs it eagerly (eager.cpp). Throws the user's error at the user's line.
 void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
+// Test hook (ember._C._pause_trace_after_operands): armed, the next op any thread traces
+// stops after reading its operands' values and before binding its results, until
+// disarmed; wait_for_trace_pause() returns once a tracer stopped there. Forces the
+// interleaving of a read made before another thread's sync and a node registered after.
+void trace_pause_after_operands(bool arm);
+void wait_for_trace_pause();
 // Registers the kernels that need the dispatcher fully loaded (kernels.cpp); idempotent.
 void register_kernels();
 

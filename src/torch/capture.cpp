@@ -193,6 +193,7 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
   // (activations, batches) are released. Nothing else refers to these nodes: every
   // pending state was one of the roots, now bound to data.
   for (Node* n : sc.graph.ops) {
+    n->claims.clear();  // the first call's futures (its outputs' buffers)
     for (auto& o : n->operands) {
       if (o.node->kind == NodeKind::kData) o.node->data = at::Tensor();
       if (o.node->kind == NodeKind::kFuture) o.node->future.reset();

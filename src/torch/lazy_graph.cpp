@@ -226,6 +226,22 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
   // are dead before micro-batch k+1's forward runs), where the DFS order from the roots
   // can interleave independent chains. Leaves take slots at their first use.
   std::vector<Node*> ops;
+  // The claim these roots were taken by (0: pending states, not claimed). An operand
+  // another sync claimed is read from that sync's future: a leaf replaces it in its
+  // consumer (a node traced from a value read before that claim; lazy_graph.h).
+  uint64_t own = 0;
+  if (!roots.empty()) {
+    const Value& r0 = roots.front().second;
+    if (static_cast<size_t>(r0.index) < r0.node->claims.size()) {
+      own = r0.node->claims[r0.index].gen;
+    }
+  }
+  auto claimed_elsewhere = [own](const Value& v) -> const FuturePtr* {
+    const auto& c = v.node->claims;
+    if (static_cast<size_t>(v.index) >= c.size()) return nullptr;
+    const Node::Claim& k = c[v.index];
+    return k.gen != 0 && k.gen != own ? &k.future : nullptr;
+  };
   for (const auto& r : roots) {
     Node* root = r.second.node.get();
     if (visited.count(root)) continue;
@@ -238,7 +254,16 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
         continue;
       }
       if (i < n->operands.size()) {
-        Node* c = n->operands[i].node.get();
+        Value& operand = n->operands[i];
+        if (const FuturePtr* f = claimed_elsewhere(operand)) {
+          auto leaf = std::make_shared<Node>();
+          leaf->kind = NodeKind::kFuture;
+          leaf->future = *f;
+          leaf->outputs.push_back(operand.node->outputs.at(operand.index));
+          leaf->output_is_view.push_back(false);
+          operand = Value{std::move(leaf), 0};
+        }
+        Node* c = operand.node.get();
         ++i;
         if (!visited.count(c)) {
           visited.insert(c);

@@ -38,6 +38,10 @@ struct LazyGraph {
 
 // Builds `g` (empty on entry) from the roots: an iterative post-order walk, ops in trace
 // order (Node::seq), data leaves deduplicated by buffer, then the tokens and their hash.
+// The roots are one claim's (claim_pending_states; the first root's Node::Claim says
+// which) or unclaimed pending states: an operand value claimed by any other sync is
+// replaced, in its consumer, by a future leaf of that sync's future, so no graph
+// recomputes a value an earlier program computes (its leaves may have been donated).
 void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, LazyGraph& g);
 inline int slot_of(const LazyGraph& g, const Value& v) {
   return g.first_slot.at(v.node.get()) + v.index;

@@ -33,6 +33,7 @@ namespace {
 std::mutex g_mu;
 std::map<uint64_t, std::weak_ptr<LazyState>> g_live;
 std::atomic<uint64_t> g_next_id{0};
+uint64_t g_claim_gen = 0;  // claim_pending_states calls (Node::Claim::gen); guarded by g_mu
 std::atomic<int64_t> g_pending_ops{0};
 std::atomic<uint64_t> g_next_seq{1};  // trace order of op nodes (Node::seq)
 }  // namespace
@@ -76,15 +77,31 @@ std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FutureP
   std::map<std::pair<const Node*, int>, FuturePtr> by_value;
   {
     std::lock_guard<std::mutex> g(g_mu);
+    const uint64_t gen = ++g_claim_gen;
     for (auto& kv : g_live) {
       StatePtr s = kv.second.lock();
       if (!s) continue;
       if (s->ir) {
         const Value& v = *s->ir;
+        auto& claims = v.node->claims;
+        if (claims.size() > static_cast<size_t>(v.index) && claims[v.index].gen != 0 &&
+            claims[v.index].gen != gen) {
+          // Claimed by an earlier sync (this state was made from a value read before
+          // it): that program computes it.
+          s->future = claims[v.index].future;
+          released.push_back(std::move(s->ir));
+          s->ir.reset();
+          s->data = at::Tensor();
+          continue;
+        }
         // States holding one value share its future: the next graph sees one input
         // whether the value is still in flight or already resolved (one structure).
         FuturePtr& shared = by_value[{v.node.get(), v.index}];
-        if (!shared) shared = std::make_shared<FutureData>(v.node->outputs.at(v.index));
+        if (!shared) {
+          shared = std::make_shared<FutureData>(v.node->outputs.at(v.index));
+          if (claims.size() < v.node->outputs.size()) claims.resize(v.node->outputs.size());
+          claims[v.index] = Node::Claim{shared, gen};
+        }
         FuturePtr f = shared;
         out.emplace_back(s, v);
         futures->push_back(f);
@@ -104,6 +121,11 @@ void unclaim_states(const std::vector<std::pair<StatePtr, Value>>& roots,
                     const std::vector<FuturePtr>& futures) {
   std::lock_guard<std::mutex> g(g_mu);
   for (size_t i = 0; i < roots.size(); ++i) {
+    const Value& v = roots[i].second;
+    if (static_cast<size_t>(v.index) < v.node->claims.size() &&
+        v.node->claims[v.index].future == futures[i]) {
+      v.node->claims[v.index] = Node::Claim{};
+    }
     LazyState& s = *roots[i].first;
     if (s.future != futures[i]) continue;  // rebound since (an in-place op traced on it)
     s.future.reset();

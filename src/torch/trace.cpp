@@ -4,6 +4,8 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -20,6 +22,45 @@ void check_not_forked() {
               "ember: the ember device cannot be used in a forked child process (e.g. a "
               "DataLoader worker with num_workers > 0); load CPU tensors in workers and move "
               "them to ember in the main process, or use the 'spawn' start method");
+}
+
+// ---------------------------------------------------------------- test hook
+// trace_pause_after_operands (bridge.h): one tracer stops between reading its operands
+// and binding its results.
+namespace {
+std::atomic<bool> g_pause_armed{false};
+std::mutex g_pause_mu;
+std::condition_variable g_pause_cv;
+bool g_paused = false, g_released = false;
+
+void maybe_pause_after_operands() {
+  if (!g_pause_armed.load(std::memory_order_relaxed)) return;
+  std::unique_lock<std::mutex> l(g_pause_mu);
+  if (!g_pause_armed.exchange(false)) return;  // another tracer took it
+  g_paused = true;
+  g_pause_cv.notify_all();
+  g_pause_cv.wait(l, [] { return g_released; });
+  g_paused = false;
+  g_pause_cv.notify_all();
+}
+}  // namespace
+
+void trace_pause_after_operands(bool arm) {
+  std::unique_lock<std::mutex> l(g_pause_mu);
+  if (arm) {
+    g_released = false;
+    g_pause_armed.store(true);
+  } else {
+    g_pause_armed.store(false);
+    g_released = true;
+    g_pause_cv.notify_all();
+    g_pause_cv.wait(l, [] { return !g_paused; });
+  }
+}
+
+void wait_for_trace_pause() {
+  std::unique_lock<std::mutex> l(g_pause_mu);
+  g_pause_cv.wait(l, [] { return g_paused; });
 }
 
 namespace {
@@ -208,6 +249,8 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
     node->rng_seed = pr.first;
     node->rng_offset = pr.second;
   }
+
+  maybe_pause_after_operands();
 
   // Results.
   std::vector<at::Tensor> outs;

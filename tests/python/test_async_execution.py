@@ -217,6 +217,41 @@ def test_tensor_traced_during_a_queued_program_never_recomputes_it(async_mode):
         ember.config.donate_buffers = old_donate
 
 
+def test_value_read_before_another_threads_sync_is_read_from_its_future(async_mode):
+    """The read-then-attach interleaving (test_runtime.py::test_tracing_from_threads got
+    values 1.5^17 too large with donation on), forced each iteration: thread B reads p's
+    pending value as the operand of `p * 3` and stops before binding its result; the
+    main thread's sync claims p and writes it into p's old buffer (donated); then B
+    registers its node. B's graph reads p's future, never recomputing p from the
+    donated buffer (which would give (2(2r+1)+1)*3)."""
+    ember.config.async_execution = True
+    old_donate = ember.config.donate_buffers
+    ember.config.donate_buffers = True
+    try:
+        for it in range(8):  # a fixed count, every iteration the same interleaving
+            torch.manual_seed(it)
+            p = torch.randn(64).to(DEV)
+            ember.sync()
+            ref = p.cpu()
+            p.mul_(2).add_(1)  # p's old buffer: only the graph refers to it (donatable)
+            seen = {}
+            ember._C._pause_trace_after_operands(True)
+            t = threading.Thread(target=lambda: seen.__setitem__("q", p * 3))
+            t.start()
+            ember._C._wait_for_trace_pause()  # B holds p's pending node, unregistered
+            donated = ember.metrics.counters()["donated_buffers"]
+            ember.sync()  # claims p, runs, donates p's old buffer
+            assert ember.metrics.counters()["donated_buffers"] > donated
+            ember._C._pause_trace_after_operands(False)
+            t.join(timeout=120)
+            assert not t.is_alive()
+            close(p, ref * 2 + 1)
+            close(seen["q"], (ref * 2 + 1) * 3)
+    finally:
+        ember._C._pause_trace_after_operands(False)
+        ember.config.donate_buffers = old_donate
+
+
 def test_two_threads_train_while_programs_run(async_mode):
     """Two Python threads train their own models at once; each one's syncs claim the
     other's pending work too. The models and inputs are made on this thread first

@@ -450,7 +450,7 @@ def test_extern_whose_out_kernel_restrides_its_output(name):
 # ---------------------------------------------------------------- donation (issue 4)
 @pytest.fixture
 def donation():
-    """Donation on for one test (ember.config.donate_buffers is off by default)."""
+    """Donation on for one test (the default; a test before may have switched it off)."""
     with setting("donate_buffers", True):
         yield
 
