@@ -94,6 +94,43 @@ bool ElementwiseFromParameter(const Graph& body, int p) {
   return true;
 }
 
+// Whether kernel body `body` may write output `j` over parameter `p`'s buffer:
+// p has output j's shape and every path from p goes through elementwise ops
+// of that shape and ends at output j alone (no other output, no data
+// movement, no reduce). The kernel's loops then read element i of p only
+// where they compute element i of output j, before storing it, and no other
+// loop of the kernel (a merged kernel runs one loop per output, in turn)
+// reads p at all.
+bool ElementwiseIntoOutput(const Graph& body, int p, int j) {
+  if (p >= static_cast<int>(body.parameters().size()) ||
+      j >= static_cast<int>(body.outputs().size())) {
+    return false;
+  }
+  const NodeId out_node = body.outputs()[j];
+  const Shape& out = body.node(out_node).shape;
+  const NodeId pid = body.parameters()[p];
+  if (body.node(pid).shape != out || out.is_tuple()) return false;
+  for (size_t k = 0; k < body.outputs().size(); ++k) {
+    if (static_cast<int>(k) != j && body.outputs()[k] == out_node) return false;
+  }
+  std::set<NodeId> outputs(body.outputs().begin(), body.outputs().end());
+  auto users = body.ComputeUsers();
+  std::vector<NodeId> work = {pid};
+  std::set<NodeId> seen;
+  while (!work.empty()) {
+    NodeId id = work.back();
+    work.pop_back();
+    if (!seen.insert(id).second) continue;
+    if (id != out_node && outputs.count(id)) return false;  // p reaches another output
+    for (NodeId u : users[id]) {
+      const Node& un = body.node(u);
+      if (!IsElementwise(un.op) || un.shape.dims() != out.dims()) return false;
+      work.push_back(u);
+    }
+  }
+  return true;
+}
+
 // Bounds of one merged kernel (MergeFusionGroups): fusions and body nodes.
 constexpr size_t kMaxMergedFusions = 16;
 constexpr int kMaxMergedNodes = 512;
@@ -625,58 +662,118 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   std::vector<int> output_slots;
   for (NodeId o : g.outputs()) output_slots.push_back(slot_of[o]);
 
-  // 4. Donation copies. insert_before[k] holds copy steps to run before
+  // 4. Donation. kCpu: the kernel computing a donated output writes it
+  // straight into the parameter's buffer where that is safe (below), and
+  // nothing is copied: an output it cannot write in place keeps a buffer of
+  // its own, and the caller lets go of the parameter's (the same bytes
+  // either way, without a copy of the model state per step). kInterpreter:
+  // copy steps, as follows. insert_before[k] holds copy steps to run before
   // original step k (k == steps.size(): at the end).
   std::vector<std::vector<Step>> insert_before(steps.size() + 1);
-  std::set<int> donation_targets;
-  for (const auto& [o, p] : g.aliases()) {
-    if (g.outputs()[o] != g.parameters()[p]) donation_targets.insert(p);
-  }
-  // Snapshots: an output that returns a parameter whose buffer another output
-  // may overwrite must not see the overwrite.
-  std::map<int, int> snapshot_slot;  // parameter -> slot holding its snapshot
-  for (int p : donation_targets) {
-    bool returned = false;
-    for (NodeId o : g.outputs()) returned |= (o == g.parameters()[p]);
-    if (!returned) continue;
-    Step copy;
-    copy.kind = StepKind::kCopy;
-    copy.nodes = {g.parameters()[p]};
-    copy.reads = {SlotRead{p, -1}};
-    int s = new_slot(internal::StrCat(NodeRef(g.parameters()[p]), ".snapshot"));
-    copy.writes = {s};
-    copy.donation_param = p;
-    copy.into_param = false;
-    insert_before[0].push_back(std::move(copy));
-    snapshot_slot[p] = s;
-    for (size_t oi = 0; oi < g.outputs().size(); ++oi) {
-      if (g.outputs()[oi] == g.parameters()[p]) output_slots[oi] = s;
+  if (cpu) {
+    // The steps from which on something can fail: a kernel reporting data
+    // errors, an extern or an interpreted step (out of memory aside).
+    std::vector<bool> fails_from(steps.size() + 1, false);
+    for (size_t k = steps.size(); k-- > 0;) {
+      const Step& st = steps[k];
+      const bool may_fail = st.kind == StepKind::kExtern || st.kind == StepKind::kInterpret ||
+                            (st.kind == StepKind::kKernel && st.compiled->may_fail());
+      fails_from[k] = fails_from[k + 1] || may_fail;
     }
-  }
-  for (const auto& [o, p] : g.aliases()) {
-    NodeId v = g.outputs()[o];
-    if (v == g.parameters()[p]) continue;  // output o is parameter p itself
-    int src = slot_of[v];
-    for (int q = 0; q < num_params; ++q) {
-      if (g.parameters()[q] == v && snapshot_slot.count(q)) src = snapshot_slot[q];
+    std::vector<int> last_reader(num_params, -1);
+    for (size_t k = 0; k < steps.size(); ++k) {
+      for (const SlotRead& r : steps[k].reads) {
+        if (r.slot < num_params) last_reader[r.slot] = static_cast<int>(k);
+      }
     }
-    // After every computing step, not just after the value's producer and the
-    // parameter's last reader: a step that fails (an out-of-range gather, an extern's
-    // exception) then leaves every donated parameter intact, so the caller can still
-    // read it, and recompute the outputs that do not depend on the failure from the
-    // same arguments (the torch bridge does). The cost: the output's own buffer lives
-    // until the end of the run.
-    const int pos = static_cast<int>(steps.size());
-    Step copy;
-    copy.kind = StepKind::kCopy;
-    copy.nodes = {v};
-    copy.reads = {SlotRead{src, -1}};
-    int dst = new_slot(internal::StrCat("out", o, "->", NodeRef(g.parameters()[p])));
-    copy.writes = {dst};
-    copy.donation_param = p;
-    copy.into_param = true;
-    insert_before[pos].push_back(std::move(copy));
-    output_slots[o] = dst;
+    // In place when: the parameter is not itself returned and the value is
+    // returned once; a native kernel computes it, after the parameter's last
+    // reader other than that kernel, which reads the parameter only
+    // elementwise into this value (ElementwiseIntoOutput); and nothing from
+    // that kernel on can fail, so a failing run leaves every argument intact
+    // (and a run that wrote one stops honouring cancellation).
+    for (const auto& [o, p] : g.aliases()) {
+      const NodeId v = g.outputs()[o];
+      int returned_v = 0;
+      bool returned_p = false;
+      for (NodeId out : g.outputs()) {
+        returned_v += (out == v);
+        returned_p |= (out == g.parameters()[p]);
+      }
+      if (returned_p || returned_v != 1) continue;
+      for (size_t k = 0; k < steps.size(); ++k) {
+        Step& st = steps[k];
+        auto w = std::find(st.writes.begin(), st.writes.end(), slot_of[v]);
+        if (w == st.writes.end()) continue;
+        const int j = static_cast<int>(w - st.writes.begin());
+        const int kk = static_cast<int>(k);
+        bool ok = st.kind == StepKind::kKernel && !fails_from[k] && last_reader[p] <= kk;
+        if (ok && last_reader[p] == kk) {
+          const Graph& kg = st.fusion ? *g.node(st.nodes[0]).called : *st.subgraph;
+          for (size_t r = 0; r < st.reads.size() && ok; ++r) {
+            if (st.reads[r].slot != p) continue;
+            ok = st.reads[r].tuple_index < 0 &&
+                 ElementwiseIntoOutput(kg, static_cast<int>(r), j);
+          }
+        }
+        if (ok) {
+          st.write_into_param.resize(st.writes.size(), -1);
+          st.write_into_param[j] = p;
+        }
+        break;
+      }
+    }
+  } else {
+    std::set<int> donation_targets;
+    for (const auto& [o, p] : g.aliases()) {
+      if (g.outputs()[o] != g.parameters()[p]) donation_targets.insert(p);
+    }
+    // Snapshots: an output that returns a parameter whose buffer another
+    // output may overwrite must not see the overwrite.
+    std::map<int, int> snapshot_slot;  // parameter -> slot holding its snapshot
+    for (int p : donation_targets) {
+      bool returned = false;
+      for (NodeId o : g.outputs()) returned |= (o == g.parameters()[p]);
+      if (!returned) continue;
+      Step copy;
+      copy.kind = StepKind::kCopy;
+      copy.nodes = {g.parameters()[p]};
+      copy.reads = {SlotRead{p, -1}};
+      int s = new_slot(internal::StrCat(NodeRef(g.parameters()[p]), ".snapshot"));
+      copy.writes = {s};
+      copy.donation_param = p;
+      copy.into_param = false;
+      insert_before[0].push_back(std::move(copy));
+      snapshot_slot[p] = s;
+      for (size_t oi = 0; oi < g.outputs().size(); ++oi) {
+        if (g.outputs()[oi] == g.parameters()[p]) output_slots[oi] = s;
+      }
+    }
+    for (const auto& [o, p] : g.aliases()) {
+      NodeId v = g.outputs()[o];
+      if (v == g.parameters()[p]) continue;  // output o is parameter p itself
+      int src = slot_of[v];
+      for (int q = 0; q < num_params; ++q) {
+        if (g.parameters()[q] == v && snapshot_slot.count(q)) src = snapshot_slot[q];
+      }
+      // After every computing step, not just after the value's producer and
+      // the parameter's last reader: a step that fails (an out-of-range
+      // gather, an extern's exception) then leaves every donated parameter
+      // intact, so the caller can still read it, and recompute the outputs
+      // that do not depend on the failure from the same arguments (the torch
+      // bridge does). The cost: the output's own buffer lives until the end.
+      const int pos = static_cast<int>(steps.size());
+      Step copy;
+      copy.kind = StepKind::kCopy;
+      copy.nodes = {v};
+      copy.reads = {SlotRead{src, -1}};
+      int dst = new_slot(internal::StrCat("out", o, "->", NodeRef(g.parameters()[p])));
+      copy.writes = {dst};
+      copy.donation_param = p;
+      copy.into_param = true;
+      insert_before[pos].push_back(std::move(copy));
+      output_slots[o] = dst;
+    }
   }
   std::vector<Step> ordered;
   for (size_t k = 0; k <= steps.size(); ++k) {

@@ -158,7 +158,9 @@ StatusOr<const void*> KernelInput(const std::vector<BufferRef>& slots, const Pla
   return lit->data();
 }
 
-Status RunKernel(const Step& step, std::vector<BufferRef>& slots, const PlannedStorage& ps) {
+Status RunKernel(const Step& step, std::vector<BufferRef>& slots, const PlannedStorage& ps,
+                 const std::vector<BufferRef>& args, const std::vector<bool>& donated,
+                 std::vector<int>& overwritten) {
   const codegen::CompiledKernel& k = *step.compiled;
   std::vector<const void*> in;
   in.reserve(step.reads.size());
@@ -170,7 +172,11 @@ Status RunKernel(const Step& step, std::vector<BufferRef>& slots, const PlannedS
   std::vector<BufferRef> fresh(step.writes.size());
   for (size_t j = 0; j < step.writes.size(); ++j) {
     const int w = step.writes[j];
-    if (ps.slot_ptr[w]) {
+    const int into = j < step.write_into_param.size() ? step.write_into_param[j] : -1;
+    if (into >= 0 && donated[into]) {  // a donated output, written in place
+      fresh[j] = args[into];
+      out.push_back(fresh[j]->data());
+    } else if (ps.slot_ptr[w]) {
       out.push_back(ps.slot_ptr[w]);
     } else {
       fresh[j] = Buffer::Uninitialized(k.output_shapes()[j]);
@@ -194,6 +200,8 @@ Status RunKernel(const Step& step, std::vector<BufferRef>& slots, const PlannedS
     return LocateInterpretFailure(step, lits, st);
   }
   for (size_t j = 0; j < step.writes.size(); ++j) {
+    const int into = j < step.write_into_param.size() ? step.write_into_param[j] : -1;
+    if (into >= 0 && donated[into]) overwritten.push_back(into);
     if (fresh[j]) slots[step.writes[j]] = std::move(fresh[j]);
   }
   return OkStatus();
@@ -346,14 +354,12 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
   StepObserver* const observer = GetStepObserver();
   for (size_t si = 0; si < steps_.size(); ++si) {
     const Step& step = steps_[si];
-    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
-      std::string msg =
-          internal::StrCat("run ", graph_->name(), " cancelled before ", StepLabel(step, si));
-      if (!overwritten.empty()) {
-        msg += "; donated parameters already overwritten (their buffers are now invalid):";
-        for (int p : overwritten) msg += internal::StrCat(" parameter(", p, ")");
-      }
-      return Status(StatusCode::kCancelled, msg);
+    // Once a kernel wrote a donated argument in place nothing after it can
+    // fail: the run finishes, so no argument is left half-updated.
+    if (options.cancel && overwritten.empty() && options.cancel->load(std::memory_order_relaxed)) {
+      return Status(StatusCode::kCancelled, internal::StrCat("run ", graph_->name(),
+                                                            " cancelled before ",
+                                                            StepLabel(step, si)));
     }
     Status st;
     ObservedStep observed(observer, *this, si);
@@ -369,7 +375,7 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
           st = RunCopy(step, slots, args, donated, overwritten);
           break;
         case StepKind::kKernel:
-          st = RunKernel(step, slots, planned);
+          st = RunKernel(step, slots, planned, args, donated, overwritten);
           break;
       }
     } catch (const std::bad_alloc&) {
@@ -436,6 +442,12 @@ std::string Executable::DebugString() const {
     os << " " << JoinNodes(step.nodes);
     if (step.kind == StepKind::kKernel && step.in_place_read >= 0) {
       os << " (in-place candidate: read " << step.in_place_read << ")";
+    }
+    for (size_t j = 0; j < step.write_into_param.size(); ++j) {
+      if (step.write_into_param[j] >= 0) {
+        os << " (write " << j << " into parameter(" << step.write_into_param[j]
+           << ") if donated)";
+      }
     }
     if (step.kind == StepKind::kCopy) {
       if (step.donation_param < 0) {

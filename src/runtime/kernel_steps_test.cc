@@ -294,10 +294,90 @@ TEST(KernelSteps, DonationWithKernelSteps) {
   donate.donated = {true, false};
   auto out = exe->Run({a, b}, donate);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_EQ((*out)[0], a);  // written into the donated buffer
+  // %0 is read for both outputs (one loop each in the kernel): the aliased
+  // output cannot overwrite it in place, so it keeps a buffer of its own and
+  // nothing is copied into the donated one.
+  EXPECT_NE((*out)[0], a) << exe->DebugString();
   ExpectSame({(*out)[0]->literal(), (*out)[1]->literal()}, want);
   std::string why;
+  EXPECT_TRUE(fuzz::BitIdentical(a->literal(), args[0], &why)) << why;
   EXPECT_TRUE(fuzz::BitIdentical(b->literal(), args[1], &why)) << why;
+}
+
+// The parameter written in place by the kernel step that computes its new
+// value: a step of an optimizer update (w' = w - m * g with m' = m * g; w is
+// read for w' alone, m for both outputs), as one merged kernel or not.
+TEST(KernelSteps, DonatedOutputIsWrittenInPlaceByItsKernel) {
+  Graph g = Parse(R"(graph main(%p0: f32[64], %p1: f32[64], %p2: f32[64]) {
+  %0 = f32[64] parameter(0)
+  %1 = f32[64] parameter(1)
+  %2 = f32[64] parameter(2)
+  %3 = f32[64] multiply(%1, %2)
+  %4 = f32[64] subtract(%0, %3)
+  ROOT (%4, %3)
+  ALIAS {0: 0, 1: 1}
+})");
+  for (bool merge : {true, false}) {
+    CompileOptions o = CpuOptions(true);
+    o.merge_fusions = merge;
+    auto exe = Compile(g, o);
+    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+    const std::string text = exe->DebugString();
+    EXPECT_NE(text.find("into parameter(0) if donated"), std::string::npos) << text;
+    EXPECT_EQ(text.find("into parameter(1)"), std::string::npos) << text;
+    for (const Step& st : exe->steps()) EXPECT_NE(st.kind, StepKind::kCopy) << text;
+    std::mt19937_64 rng(5);
+    auto args = fuzz::RandomArguments(g, rng);
+    auto want = Evaluate(g, args).value();
+    for (bool donate : {true, false}) {
+      BufferRef w = Buffer::FromLiteral(args[0]), m = Buffer::FromLiteral(args[1]),
+                gr = Buffer::FromLiteral(args[2]);
+      const void* w_data = w->data();
+      ExecuteOptions opts;
+      if (donate) opts.donated = {true, true, false};
+      auto out = exe->Run({w, m, gr}, opts);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      ExpectSame({(*out)[0]->literal(), (*out)[1]->literal()}, want);
+      EXPECT_EQ((*out)[0] == w, donate) << merge;
+      EXPECT_EQ((*out)[0]->data() == w_data, donate) << merge;
+      EXPECT_NE((*out)[1], m);
+      std::string why;
+      EXPECT_TRUE(fuzz::BitIdentical(m->literal(), args[1], &why)) << why;
+      EXPECT_TRUE(fuzz::BitIdentical(gr->literal(), args[2], &why)) << why;
+      if (!donate) EXPECT_TRUE(fuzz::BitIdentical(w->literal(), args[0], &why)) << why;
+    }
+  }
+}
+
+// A step that can fail after the value's kernel (here an integer division by
+// zero) keeps the donated parameter out of reach: the failing run leaves it
+// intact, as a run without donation would.
+TEST(KernelSteps, NoInPlaceWriteWhenALaterStepCanFail) {
+  Graph g = Parse(R"(graph main(%p0: f32[16], %p1: s32[16], %p2: s32[16]) {
+  %0 = f32[16] parameter(0)
+  %1 = s32[16] parameter(1)
+  %2 = s32[16] parameter(2)
+  %3 = f32[16] add(%0, %0)
+  %4 = s32[16] divide(%1, %2)
+  ROOT (%3, %4)
+  ALIAS {0: 0}
+})");
+  auto exe = Compile(g, CpuOptions(true));
+  ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+  const std::string text = exe->DebugString();
+  EXPECT_EQ(text.find("into parameter"), std::string::npos) << text;
+  std::mt19937_64 rng(6);
+  auto args = fuzz::RandomArguments(g, rng);
+  Literal zeros(args[2].shape());  // zero-filled: every division fails
+  BufferRef w = Buffer::FromLiteral(args[0]);
+  ExecuteOptions opts;
+  opts.donated = {true, false, false};
+  auto out = exe->Run({w, Buffer::FromLiteral(args[1]), Buffer::FromLiteral(std::move(zeros))},
+                      opts);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kOutOfRange) << out.status().ToString();
+  std::string why;
+  EXPECT_TRUE(fuzz::BitIdentical(w->literal(), args[0], &why)) << why;
 }
 
 TEST(KernelSteps, ConcurrentRunsShareOneExecutable) {

@@ -119,6 +119,10 @@ class CompiledKernel {
   const std::string& so_path() const { return so_path_; }  // the cached shared object
   const std::vector<Shape>& parameter_shapes() const { return parameter_shapes_; }
   const std::vector<Shape>& output_shapes() const { return output_shapes_; }
+  // Whether Run can report a data error (an integer division by zero:
+  // KernelSource::error_messages); out of memory for a temporary aside, a
+  // kernel without one always succeeds.
+  bool may_fail() const { return !source_.error_messages.empty(); }
 
   // inputs[i] holds parameter i, outputs[j] receives output j (raw dense
   // row-major buffers of the shapes above). InvalidArgument on a wrong

@@ -44,11 +44,16 @@
 // parameters; each value that crosses a step boundary has one slot.
 //
 // Donation: the graph's alias map (output o may overwrite parameter p) is
-// honoured only when ExecuteOptions::donated[p] is true. The result is then
-// written into the caller's buffer for p in place (right after the last read
-// of p), and output o is that same BufferRef. An argument passed twice is
-// never donated. If a later step fails, the error names the parameters whose
-// buffers were already overwritten; every other argument is untouched.
+// honoured only when ExecuteOptions::donated[p] is true. kCpu: the native
+// kernel computing output o writes it straight into p's buffer when that is
+// safe (Step::write_into_param: the kernel reads p only elementwise into it,
+// nothing reads p later, no step from that kernel on can fail), and output o
+// is then that same BufferRef; otherwise output o keeps a buffer of its own
+// (nothing is copied). kInterpreter: output o is copied into p's buffer
+// after every computing step. Either way a failing run leaves every argument
+// untouched, and a run that wrote one finishes even if cancelled. An
+// argument passed twice is never donated. If a step fails after one was
+// written (out of memory), the error names the overwritten parameters.
 //
 // Run() keeps all per-run state on its own stack: one Executable may be run
 // from several threads at once.
@@ -121,6 +126,12 @@ struct Step {
   std::shared_ptr<codegen::CompiledKernel> compiled;
   bool fusion = false;
   int in_place_read = -1;
+  // kKernel: per write (empty: none), the parameter whose buffer receives it
+  // when that parameter is donated, or -1. Set for a donated output whose
+  // kernel reads the parameter only elementwise into it, after the
+  // parameter's last reader, with nothing after it that can fail; the
+  // output's copy into the parameter then finds it there and copies nothing.
+  std::vector<int> write_into_param;
 };
 
 // Memory figures of an executable's buffer plan (Executable::memory_plan; kCpu,
@@ -181,9 +192,10 @@ struct ExecuteOptions {
   // than the parameter list (or empty) means "not donated" for the rest.
   std::vector<bool> donated;
   // When set, Run checks it before every step and stops with a Cancelled status once it
-  // is true (a KeyboardInterrupt in the torch bridge). Donated parameters are written
-  // only after every computing step, so a cancelled run leaves its arguments intact
-  // unless it stopped among those final copies (the error then names them).
+  // is true (a KeyboardInterrupt in the torch bridge), until the run writes its first
+  // donated argument: from then on only steps that cannot fail remain (the final
+  // copies, or the kernels after one that wrote in place), so it finishes and a
+  // cancelled run never leaves an argument half-updated.
   const std::atomic<bool>* cancel = nullptr;
 };
 
