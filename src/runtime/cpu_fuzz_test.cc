@@ -83,7 +83,9 @@ struct Merged {
 
 // Side by side; node order by (wave, graph, id): an interpreted node's wave
 // is one past the deepest interpreted node before it.
-StatusOr<Merged> Merge(const std::vector<Graph>& graphs) {
+// alias_rng: also pair outputs with parameters of their shape (each
+// parameter at most once, probability 0.6), as donation candidates.
+StatusOr<Merged> Merge(const std::vector<Graph>& graphs, std::mt19937_64* alias_rng = nullptr) {
   struct Item {
     int key;
     size_t gi;
@@ -111,6 +113,7 @@ StatusOr<Merged> Merge(const std::vector<Graph>& graphs) {
   std::stable_sort(order.begin(), order.end(),
                    [](const Item& a, const Item& b) { return a.key < b.key; });
   GraphBuilder b("merged");
+  std::vector<NodeId> param_ids(params, kInvalidNode);
   std::vector<std::vector<NodeId>> map(graphs.size());
   for (size_t gi = 0; gi < graphs.size(); ++gi)
     map[gi].assign(graphs[gi].num_nodes(), kInvalidNode);
@@ -118,8 +121,9 @@ StatusOr<Merged> Merge(const std::vector<Graph>& graphs) {
     const Graph& g = graphs[it.gi];
     const Node& n = g.node(it.id);
     if (n.op == OpKind::kParameter) {
-      map[it.gi][it.id] =
-          b.Parameter(static_cast<int64_t>(m.first_param[it.gi]) + attr::Index(n), n.shape);
+      const size_t index = m.first_param[it.gi] + static_cast<size_t>(attr::Index(n));
+      map[it.gi][it.id] = b.Parameter(static_cast<int64_t>(index), n.shape);
+      param_ids[index] = map[it.gi][it.id];
       continue;
     }
     std::vector<NodeId> ops;
@@ -131,6 +135,19 @@ StatusOr<Merged> Merge(const std::vector<Graph>& graphs) {
     for (NodeId o : graphs[gi].outputs()) outs.push_back(map[gi][o]);
   }
   b.SetOutputs(outs);
+  if (alias_rng) {
+    std::vector<bool> used(params, false);
+    for (size_t o = 0; o < outs.size(); ++o) {
+      for (size_t p = 0; p < params; ++p) {
+        if (!used[p] && b.shape(param_ids[p]) == b.shape(outs[o]) &&
+            std::bernoulli_distribution(0.6)(*alias_rng)) {
+          b.SetAlias(static_cast<int>(o), static_cast<int>(p));
+          used[p] = true;
+          break;
+        }
+      }
+    }
+  }
   EMBER_ASSIGN_OR_RETURN(m.graph, b.Build());
   return m;
 }
@@ -138,6 +155,7 @@ StatusOr<Merged> Merge(const std::vector<Graph>& graphs) {
 struct Totals {
   int graphs = 0, kernel_steps = 0, interpret_steps = 0, reused = 0, in_place = 0;
   int tolerant_outputs = 0;  // computed from vector math: WithinPerturbation
+  int donated_in_place = 0;  // aliased outputs a kernel wrote into the donated buffer
 };
 
 // Runs one batch; failures are reported with the seed of each graph.
@@ -152,7 +170,8 @@ void RunBatch(uint64_t base, int first, int count, bool optimize, Totals* totals
     graphs.push_back(std::move(g).value());
     seeds.push_back(seed);
   }
-  auto merged = Merge(graphs);
+  std::mt19937_64 alias_rng(base + static_cast<uint64_t>(first));
+  auto merged = Merge(graphs, optimize ? &alias_rng : nullptr);
   ASSERT_TRUE(merged.ok()) << "graphs from seed " << seeds[0] << ": " << merged.status().ToString();
   std::mt19937_64 arg_rng(base ^ (static_cast<uint64_t>(first) << 20) ^ (optimize ? 1 : 0));
   std::vector<Literal> args = fuzz::RandomArguments(merged->graph, arg_rng);
@@ -176,6 +195,41 @@ void RunBatch(uint64_t base, int first, int count, bool optimize, Totals* totals
   if (exe->assignment()) {
     totals->reused += exe->assignment()->stats.reused;
     totals->in_place += exe->assignment()->stats.in_place;
+  }
+  if (!merged->graph.aliases().empty()) {
+    // Every argument donated: each aliased output is written into its
+    // parameter's buffer by its kernel where that is safe, or keeps a buffer
+    // of its own; the values equal the run without donation, and a
+    // parameter no kernel wrote keeps its value.
+    std::vector<BufferRef> bufs;
+    for (const Literal& a : args) bufs.push_back(Buffer::FromLiteral(a));
+    ExecuteOptions donate;
+    donate.donated.assign(bufs.size(), true);
+    auto donated = exe->Run(bufs, donate);
+    ASSERT_TRUE(donated.ok()) << "graphs from seed " << seeds[0] << ": "
+                              << donated.status().ToString() << "\n"
+                              << exe->DebugString();
+    std::vector<bool> written(bufs.size(), false);
+    for (const auto& [o, p] : merged->graph.aliases()) {
+      written[p] = (*donated)[o] == bufs[p] &&
+                   merged->graph.outputs()[o] != merged->graph.parameters()[p];
+      totals->donated_in_place += written[p];
+    }
+    for (size_t o = 0; o < got->size(); ++o) {
+      std::string why;
+      EXPECT_TRUE(fuzz::BitIdentical((*donated)[o]->literal(), (*got)[o], &why))
+          << "graphs from seed " << seeds[0] << " output " << o << " (donated): " << why << "\n"
+          << exe->DebugString();
+    }
+    for (size_t p = 0; p < bufs.size(); ++p) {
+      std::string why;
+      if (!written[p]) {
+        EXPECT_TRUE(fuzz::BitIdentical(bufs[p]->literal(), args[p], &why))
+            << "graphs from seed " << seeds[0] << " parameter " << p << " (donated, not "
+            << "written in place) changed: " << why << "\n"
+            << exe->DebugString();
+      }
+    }
   }
   for (size_t gi = 0; gi < graphs.size(); ++gi) {
     std::vector<Literal> own;
@@ -227,13 +281,15 @@ TEST(CpuRuntimeFuzz, RandomGraphsMatchTheInterpreterBitForBit) {
     RunBatch(base, first, std::min(kBatch, n_fused - first), /*optimize=*/true, &fused);
   }
   EXPECT_EQ(fused.graphs, n_fused);
+  EXPECT_GT(fused.donated_in_place, 0);  // the in-place path is exercised
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "cpu runtime fuzz: runtime partitioning: " << runtime_partition.graphs << " graphs, "
             << runtime_partition.kernel_steps << " kernel steps, "
             << runtime_partition.interpret_steps
             << " interpret steps; fusion pipeline: " << fused.graphs << " graphs, "
             << fused.kernel_steps << " kernel steps, " << fused.reused << " reused buffers, "
-            << fused.in_place << " in place; "
+            << fused.in_place << " in place, " << fused.donated_in_place
+            << " donated outputs written in place by their kernel; "
             << runtime_partition.tolerant_outputs + fused.tolerant_outputs
             << " outputs from vector math compared within " << codegen::kVectorMathMaxUlps
             << " ulps + 2x their perturbed-reference spread, the rest bit for bit; " << secs
