@@ -712,8 +712,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
           const Graph& kg = st.fusion ? *g.node(st.nodes[0]).called : *st.subgraph;
           for (size_t r = 0; r < st.reads.size() && ok; ++r) {
             if (st.reads[r].slot != p) continue;
-            ok = st.reads[r].tuple_index < 0 &&
-                 ElementwiseIntoOutput(kg, static_cast<int>(r), j);
+            ok = st.reads[r].tuple_index < 0 && ElementwiseIntoOutput(kg, static_cast<int>(r), j);
           }
         }
         if (ok) {

@@ -211,8 +211,8 @@ void RunBatch(uint64_t base, int first, int count, bool optimize, Totals* totals
                               << exe->DebugString();
     std::vector<bool> written(bufs.size(), false);
     for (const auto& [o, p] : merged->graph.aliases()) {
-      written[p] = (*donated)[o] == bufs[p] &&
-                   merged->graph.outputs()[o] != merged->graph.parameters()[p];
+      written[p] =
+          (*donated)[o] == bufs[p] && merged->graph.outputs()[o] != merged->graph.parameters()[p];
       totals->donated_in_place += written[p];
     }
     for (size_t o = 0; o < got->size(); ++o) {

@@ -357,9 +357,9 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
     // Once a kernel wrote a donated argument in place nothing after it can
     // fail: the run finishes, so no argument is left half-updated.
     if (options.cancel && overwritten.empty() && options.cancel->load(std::memory_order_relaxed)) {
-      return Status(StatusCode::kCancelled, internal::StrCat("run ", graph_->name(),
-                                                            " cancelled before ",
-                                                            StepLabel(step, si)));
+      return Status(
+          StatusCode::kCancelled,
+          internal::StrCat("run ", graph_->name(), " cancelled before ", StepLabel(step, si)));
     }
     Status st;
     ObservedStep observed(observer, *this, si);
@@ -445,8 +445,7 @@ std::string Executable::DebugString() const {
     }
     for (size_t j = 0; j < step.write_into_param.size(); ++j) {
       if (step.write_into_param[j] >= 0) {
-        os << " (write " << j << " into parameter(" << step.write_into_param[j]
-           << ") if donated)";
+        os << " (write " << j << " into parameter(" << step.write_into_param[j] << ") if donated)";
       }
     }
     if (step.kind == StepKind::kCopy) {

@@ -403,8 +403,8 @@ TEST(KernelSteps, NoInPlaceWriteWhenALaterStepCanFail) {
   BufferRef w = Buffer::FromLiteral(args[0]);
   ExecuteOptions opts;
   opts.donated = {true, false, false};
-  auto out = exe->Run({w, Buffer::FromLiteral(args[1]), Buffer::FromLiteral(std::move(zeros))},
-                      opts);
+  auto out =
+      exe->Run({w, Buffer::FromLiteral(args[1]), Buffer::FromLiteral(std::move(zeros))}, opts);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kOutOfRange) << out.status().ToString();
   std::string why;

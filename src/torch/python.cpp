@@ -172,8 +172,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_pause_queue", [](bool p) { ExecutionQueue::get().set_paused(p); });
   m.def("_pause_trace_after_operands", &trace_pause_after_operands,
         py::call_guard<py::gil_scoped_release>());
-  m.def("_wait_for_trace_pause", &wait_for_trace_pause,
-        py::call_guard<py::gil_scoped_release>());
+  m.def("_wait_for_trace_pause", &wait_for_trace_pause, py::call_guard<py::gil_scoped_release>());
   m.def("pending_graph_text", &graph_debug_text, py::call_guard<py::gil_scoped_release>());
   m.def("pending_ops", &pending_op_count);
   m.def("cache_size", &cache_size);
