@@ -121,6 +121,7 @@ int64_t scalar_tag(const c10::IValue& v) {
 void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, LazyGraph& g) {
   // Device data leaves deduplicated by tensor, in-flight leaves by future: key -> input.
   std::unordered_map<const void*, size_t> data_inputs;
+  std::unordered_map<const FutureData*, at::Tensor> future_data;  // as first seen
   std::unordered_set<const Node*> visited;
   // Iterative post-order DFS.
   std::vector<std::pair<Node*, size_t>> work;
@@ -146,12 +147,18 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
     }
     const bool future = n->kind == NodeKind::kFuture;
     // A resolved future is keyed by its data: the same input as the leaves of states
-    // that settled on that data while the step was traced.
+    // that settled on that data while the step was traced. Each future is looked at once
+    // per graph: one resolving during this walk must not split its leaves into two inputs
+    // (the graph's structure would then depend on the worker's timing).
     at::Tensor data = n->data;
     if (future) {
-      std::string err;
-      data = n->future->peek(&err);
-      if (!err.empty()) data = at::Tensor();
+      auto [seen, first] = future_data.try_emplace(n->future.get());
+      if (first) {
+        std::string err;
+        seen->second = n->future->peek(&err);
+        if (!err.empty()) seen->second = at::Tensor();
+      }
+      data = seen->second;
     }
     const void* key = data.defined() ? static_cast<const void*>(data.unsafeGetTensorImpl())
                                      : static_cast<const void*>(n->future.get());
