@@ -217,6 +217,11 @@ def _check_scales(scales: torch.Tensor, shape: tuple, dtype, what: str) -> None:
         raise TypeError(f"{what}: expected float32/bfloat16/float16 scales, got {scales.dtype}")
 
 
+def _check_int8_weight(w, layout: str, what: str):
+    if w.dtype != torch.int8 or w.dim() != 2:
+        raise TypeError(f"{what}: expected an int8 weight {layout}, got {w.dtype} {tuple(w.shape)}")
+
+
 def _flatten(x: torch.Tensor, k: int):
     lead = x.shape[:-1]
     return x.reshape(-1, k), lead
@@ -226,10 +231,7 @@ def int8_weight_only_linear(x, w_int8, scales, bias=None):
     """``x @ (w_int8 * scales[:, None]).T + bias`` by ATen's ``_weight_int8pack_mm``:
     ``x [..., K]`` float, ``w_int8 [N, K]`` int8, ``scales [N]``."""
     what = "int8_weight_only_linear"
-    if w_int8.dtype != torch.int8 or w_int8.dim() != 2:
-        raise TypeError(
-            f"{what}: expected an int8 weight [N, K], got {w_int8.dtype} {tuple(w_int8.shape)}"
-        )
+    _check_int8_weight(w_int8, "[N, K]", what)
     n, k = w_int8.shape
     _check_x(x, k, what)
     _check_scales(scales, (n,), x.dtype, what)
@@ -288,10 +290,7 @@ def int8_dynamic_linear(x, w_int8_t, scales, col_sums, bias=None):
     ``torch._int_mm``, then ``(acc - zero * col_sums) * x_scale * scales``. ``col_sums``
     ``[N]`` int32 are the weight's column sums over K."""
     what = "int8_dynamic_linear"
-    if w_int8_t.dtype != torch.int8 or w_int8_t.dim() != 2:
-        raise TypeError(
-            f"{what}: expected an int8 weight [K, N], got {w_int8_t.dtype} {tuple(w_int8_t.shape)}"
-        )
+    _check_int8_weight(w_int8_t, "[K, N]", what)
     k, n = w_int8_t.shape
     _check_x(x, k, what)
     _check_scales(scales, (n,), x.dtype, what)

@@ -70,30 +70,6 @@ bool CodegenSupported(const Graph& g, const Node& n) {
          n.op != OpKind::kGetTupleElement && n.op != OpKind::kParameter;
 }
 
-// Whether `body` computes its output element i from element i of parameter
-// `p` only: every path from p to the output goes through elementwise ops of
-// the output's shape (no data movement, no reduce).
-bool ElementwiseFromParameter(const Graph& body, int p) {
-  if (body.outputs().size() != 1 || p >= static_cast<int>(body.parameters().size())) return false;
-  const Shape& out = body.node(body.outputs()[0]).shape;
-  const NodeId pid = body.parameters()[p];
-  if (body.node(pid).shape != out) return false;
-  auto users = body.ComputeUsers();
-  std::vector<NodeId> work = {pid};
-  std::set<NodeId> seen;
-  while (!work.empty()) {
-    NodeId id = work.back();
-    work.pop_back();
-    if (!seen.insert(id).second) continue;
-    for (NodeId u : users[id]) {
-      const Node& un = body.node(u);
-      if (!IsElementwise(un.op) || un.shape.dims() != out.dims()) return false;
-      work.push_back(u);
-    }
-  }
-  return true;
-}
-
 // Whether kernel body `body` may write output `j` over parameter `p`'s buffer:
 // p has output j's shape and every path from p goes through elementwise ops
 // of that shape and ends at output j alone (no other output, no data
@@ -129,6 +105,13 @@ bool ElementwiseIntoOutput(const Graph& body, int p, int j) {
     }
   }
   return true;
+}
+
+// Whether `body` computes its output element i from element i of parameter
+// `p` only: every path from p to the output goes through elementwise ops of
+// the output's shape (no data movement, no reduce).
+bool ElementwiseFromParameter(const Graph& body, int p) {
+  return body.outputs().size() == 1 && ElementwiseIntoOutput(body, p, 0);
 }
 
 // Bounds of one merged kernel (MergeFusionGroups): fusions and body nodes.
@@ -681,46 +664,47 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
       fails_from[k] = fails_from[k + 1] || may_fail;
     }
     std::vector<int> last_reader(num_params, -1);
+    std::map<int, std::pair<int, int>> kernel_write;  // slot -> (kernel step, write index)
     for (size_t k = 0; k < steps.size(); ++k) {
-      for (const SlotRead& r : steps[k].reads) {
+      const Step& st = steps[k];
+      for (const SlotRead& r : st.reads) {
         if (r.slot < num_params) last_reader[r.slot] = static_cast<int>(k);
       }
+      if (st.kind != StepKind::kKernel) continue;
+      for (size_t j = 0; j < st.writes.size(); ++j) {
+        kernel_write[st.writes[j]] = {static_cast<int>(k), static_cast<int>(j)};
+      }
     }
+    // Whether kernel step `st` reads parameter p, if at all, only elementwise
+    // into its write j.
+    auto reads_only_into = [&](const Step& st, int p, int j) {
+      const Graph& kg = st.fusion ? *g.node(st.nodes[0]).called : *st.subgraph;
+      for (size_t r = 0; r < st.reads.size(); ++r) {
+        if (st.reads[r].slot != p) continue;
+        if (st.reads[r].tuple_index >= 0 || !ElementwiseIntoOutput(kg, static_cast<int>(r), j))
+          return false;
+      }
+      return true;
+    };
     // In place when: the parameter is not itself returned and the value is
     // returned once; a native kernel computes it, after the parameter's last
     // reader other than that kernel, which reads the parameter only
-    // elementwise into this value (ElementwiseIntoOutput); and nothing from
-    // that kernel on can fail, so a failing run leaves every argument intact
-    // (and a run that wrote one stops honouring cancellation).
+    // elementwise into this value; and nothing from that kernel on can fail,
+    // so a failing run leaves every argument intact (and a run that wrote one
+    // stops honouring cancellation).
     for (const auto& [o, p] : g.aliases()) {
       const NodeId v = g.outputs()[o];
-      int returned_v = 0;
-      bool returned_p = false;
-      for (NodeId out : g.outputs()) {
-        returned_v += (out == v);
-        returned_p |= (out == g.parameters()[p]);
-      }
-      if (returned_p || returned_v != 1) continue;
-      for (size_t k = 0; k < steps.size(); ++k) {
-        Step& st = steps[k];
-        auto w = std::find(st.writes.begin(), st.writes.end(), slot_of[v]);
-        if (w == st.writes.end()) continue;
-        const int j = static_cast<int>(w - st.writes.begin());
-        const int kk = static_cast<int>(k);
-        bool ok = st.kind == StepKind::kKernel && !fails_from[k] && last_reader[p] <= kk;
-        if (ok && last_reader[p] == kk) {
-          const Graph& kg = st.fusion ? *g.node(st.nodes[0]).called : *st.subgraph;
-          for (size_t r = 0; r < st.reads.size() && ok; ++r) {
-            if (st.reads[r].slot != p) continue;
-            ok = st.reads[r].tuple_index < 0 && ElementwiseIntoOutput(kg, static_cast<int>(r), j);
-          }
-        }
-        if (ok) {
-          st.write_into_param.resize(st.writes.size(), -1);
-          st.write_into_param[j] = p;
-        }
-        break;
-      }
+      const auto returned = [&](NodeId x) {
+        return std::count(g.outputs().begin(), g.outputs().end(), x);
+      };
+      auto w = kernel_write.find(slot_of[v]);
+      if (returned(g.parameters()[p]) || returned(v) != 1 || w == kernel_write.end()) continue;
+      const auto [k, j] = w->second;
+      Step& st = steps[k];
+      if (fails_from[k] || last_reader[p] > k) continue;
+      if (last_reader[p] == k && !reads_only_into(st, p, j)) continue;
+      st.write_into_param.resize(st.writes.size(), -1);
+      st.write_into_param[j] = p;
     }
   } else {
     std::set<int> donation_targets;

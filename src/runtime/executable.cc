@@ -170,10 +170,15 @@ Status RunKernel(const Step& step, std::vector<BufferRef>& slots, const PlannedS
   }
   std::vector<void*> out;
   std::vector<BufferRef> fresh(step.writes.size());
+  // The donated parameter write j goes into, or -1.
+  auto into_param = [&](size_t j) {
+    const int p = j < step.write_into_param.size() ? step.write_into_param[j] : -1;
+    return p >= 0 && donated[p] ? p : -1;
+  };
   for (size_t j = 0; j < step.writes.size(); ++j) {
     const int w = step.writes[j];
-    const int into = j < step.write_into_param.size() ? step.write_into_param[j] : -1;
-    if (into >= 0 && donated[into]) {  // a donated output, written in place
+    const int into = into_param(j);
+    if (into >= 0) {  // a donated output, written in place
       fresh[j] = args[into];
       out.push_back(fresh[j]->data());
     } else if (ps.slot_ptr[w]) {
@@ -200,8 +205,7 @@ Status RunKernel(const Step& step, std::vector<BufferRef>& slots, const PlannedS
     return LocateInterpretFailure(step, lits, st);
   }
   for (size_t j = 0; j < step.writes.size(); ++j) {
-    const int into = j < step.write_into_param.size() ? step.write_into_param[j] : -1;
-    if (into >= 0 && donated[into]) overwritten.push_back(into);
+    if (into_param(j) >= 0) overwritten.push_back(into_param(j));
     if (fresh[j]) slots[step.writes[j]] = std::move(fresh[j]);
   }
   return OkStatus();

@@ -275,6 +275,33 @@ TEST(KernelSteps, UnsupportedNodesStayInterpretedAndAreLogged) {
   ExpectSame(exe->RunLiterals(args).value(), Evaluate(g, args).value());
 }
 
+// Random arguments of `g` from `seed`, each also as a buffer of its own, and
+// the interpreter's outputs for them (none when the interpreter fails).
+struct DonationCase {
+  std::vector<Literal> args, want;
+  std::vector<BufferRef> bufs;
+};
+DonationCase MakeDonationCase(const Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  DonationCase c;
+  c.args = fuzz::RandomArguments(g, rng);
+  auto want = Evaluate(g, c.args);
+  if (want.ok()) c.want = std::move(want).value();
+  for (const Literal& a : c.args) c.bufs.push_back(Buffer::FromLiteral(a));
+  return c;
+}
+
+std::vector<Literal> LiteralsOf(const std::vector<BufferRef>& out) {
+  std::vector<Literal> l;
+  for (const BufferRef& b : out) l.push_back(b->literal());
+  return l;
+}
+
+void ExpectUnchanged(const BufferRef& buf, const Literal& was) {
+  std::string why;
+  EXPECT_TRUE(fuzz::BitIdentical(buf->literal(), was, &why)) << why;
+}
+
 TEST(KernelSteps, DonationWithKernelSteps) {
   Graph g = Parse(R"(graph main(%p0: f32[16], %p1: f32[16]) {
   %0 = f32[16] parameter(0)
@@ -286,19 +313,15 @@ TEST(KernelSteps, DonationWithKernelSteps) {
 })");
   auto exe = Compile(g, CpuOptions(true));
   ASSERT_TRUE(exe.ok()) << exe.status().ToString();
-  std::mt19937_64 rng(3);
-  auto args = fuzz::RandomArguments(g, rng);
-  auto want = Evaluate(g, args).value();
-  BufferRef a = Buffer::FromLiteral(args[0]), b = Buffer::FromLiteral(args[1]);
+  DonationCase c = MakeDonationCase(g, 3);
   ExecuteOptions donate;
   donate.donated = {true, false};
-  auto out = exe->Run({a, b}, donate);
+  auto out = exe->Run(c.bufs, donate);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   // %3's kernel is %0's last reader and reads it only elementwise into %3.
-  EXPECT_EQ((*out)[0], a) << exe->DebugString();  // written into the donated buffer
-  ExpectSame({(*out)[0]->literal(), (*out)[1]->literal()}, want);
-  std::string why;
-  EXPECT_TRUE(fuzz::BitIdentical(b->literal(), args[1], &why)) << why;
+  EXPECT_EQ((*out)[0], c.bufs[0]) << exe->DebugString();  // written into the donated buffer
+  ExpectSame(LiteralsOf(*out), c.want);
+  ExpectUnchanged(c.bufs[1], c.args[1]);
 }
 
 // One kernel computing two outputs from the donated parameter (a merged
@@ -318,18 +341,14 @@ TEST(KernelSteps, ParameterReadForTwoOutputsOfOneKernelKeepsItsBuffer) {
   ASSERT_TRUE(exe.ok()) << exe.status().ToString();
   ASSERT_EQ(exe->steps().size(), 1u) << exe->DebugString();
   EXPECT_EQ(exe->DebugString().find("into parameter"), std::string::npos) << exe->DebugString();
-  std::mt19937_64 rng(4);
-  auto args = fuzz::RandomArguments(g, rng);
-  auto want = Evaluate(g, args).value();
-  BufferRef a = Buffer::FromLiteral(args[0]), b = Buffer::FromLiteral(args[1]);
+  DonationCase c = MakeDonationCase(g, 4);
   ExecuteOptions donate;
   donate.donated = {true, false};
-  auto out = exe->Run({a, b}, donate);
+  auto out = exe->Run(c.bufs, donate);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_NE((*out)[0], a);
-  ExpectSame({(*out)[0]->literal(), (*out)[1]->literal()}, want);
-  std::string why;
-  EXPECT_TRUE(fuzz::BitIdentical(a->literal(), args[0], &why)) << why;
+  EXPECT_NE((*out)[0], c.bufs[0]);
+  ExpectSame(LiteralsOf(*out), c.want);
+  ExpectUnchanged(c.bufs[0], c.args[0]);
 }
 
 // Each parameter written in place by the kernel step that computes its new
@@ -355,26 +374,21 @@ TEST(KernelSteps, DonatedOutputIsWrittenInPlaceByItsKernel) {
     EXPECT_NE(text.find("into parameter(0) if donated"), std::string::npos) << text;
     EXPECT_NE(text.find("into parameter(1) if donated"), std::string::npos) << text;
     for (const Step& st : exe->steps()) EXPECT_NE(st.kind, StepKind::kCopy) << text;
-    std::mt19937_64 rng(5);
-    auto args = fuzz::RandomArguments(g, rng);
-    auto want = Evaluate(g, args).value();
     for (bool donate : {true, false}) {
-      BufferRef w = Buffer::FromLiteral(args[0]), m = Buffer::FromLiteral(args[1]),
-                gr = Buffer::FromLiteral(args[2]);
-      const void* w_data = w->data();
+      DonationCase c = MakeDonationCase(g, 5);  // w, m, g
+      const void* w_data = c.bufs[0]->data();
       ExecuteOptions opts;
       if (donate) opts.donated = {true, true, false};
-      auto out = exe->Run({w, m, gr}, opts);
+      auto out = exe->Run(c.bufs, opts);
       ASSERT_TRUE(out.ok()) << out.status().ToString();
-      ExpectSame({(*out)[0]->literal(), (*out)[1]->literal()}, want);
-      EXPECT_EQ((*out)[0] == w, donate) << merge;
+      ExpectSame(LiteralsOf(*out), c.want);
+      EXPECT_EQ((*out)[0] == c.bufs[0], donate) << merge;
       EXPECT_EQ((*out)[0]->data() == w_data, donate) << merge;
-      EXPECT_EQ((*out)[1] == m, donate) << merge;
-      std::string why;
-      EXPECT_TRUE(fuzz::BitIdentical(gr->literal(), args[2], &why)) << why;
+      EXPECT_EQ((*out)[1] == c.bufs[1], donate) << merge;
+      ExpectUnchanged(c.bufs[2], c.args[2]);
       if (!donate) {
-        EXPECT_TRUE(fuzz::BitIdentical(w->literal(), args[0], &why)) << why;
-        EXPECT_TRUE(fuzz::BitIdentical(m->literal(), args[1], &why)) << why;
+        ExpectUnchanged(c.bufs[0], c.args[0]);
+        ExpectUnchanged(c.bufs[1], c.args[1]);
       }
     }
   }
@@ -397,18 +411,14 @@ TEST(KernelSteps, NoInPlaceWriteWhenALaterStepCanFail) {
   ASSERT_TRUE(exe.ok()) << exe.status().ToString();
   const std::string text = exe->DebugString();
   EXPECT_EQ(text.find("into parameter"), std::string::npos) << text;
-  std::mt19937_64 rng(6);
-  auto args = fuzz::RandomArguments(g, rng);
-  Literal zeros(args[2].shape());  // zero-filled: every division fails
-  BufferRef w = Buffer::FromLiteral(args[0]);
+  DonationCase c = MakeDonationCase(g, 6);
+  c.bufs[2] = Buffer::FromLiteral(Literal(c.args[2].shape()));  // zeros: every division fails
   ExecuteOptions opts;
   opts.donated = {true, false, false};
-  auto out =
-      exe->Run({w, Buffer::FromLiteral(args[1]), Buffer::FromLiteral(std::move(zeros))}, opts);
+  auto out = exe->Run(c.bufs, opts);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kOutOfRange) << out.status().ToString();
-  std::string why;
-  EXPECT_TRUE(fuzz::BitIdentical(w->literal(), args[0], &why)) << why;
+  ExpectUnchanged(c.bufs[0], c.args[0]);
 }
 
 TEST(KernelSteps, ConcurrentRunsShareOneExecutable) {

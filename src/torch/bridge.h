@@ -162,6 +162,10 @@ struct Node {
     uint64_t gen = 0;  // 0: not claimed
   };
   std::vector<Claim> claims;  // per output; empty until one is claimed
+  // Output k's claim, or null when a sync has not claimed it.
+  const Claim* claim(int k) const {
+    return static_cast<size_t>(k) < claims.size() && claims[k].gen != 0 ? &claims[k] : nullptr;
+  }
   // Per schema return: -1 one tensor, n >= 0 a list of n, -2 undefined, -3 an alias
   // of a (written) argument. Empty: every output defined, in order.
   std::vector<int> ret_shape;
@@ -244,6 +248,8 @@ at::Tensor unwrap(const at::Tensor& t);  // inner tensor (syncs functional updat
 
 // The operand a tensor contributes to a new node.
 Value value_of(const at::Tensor& inner);
+// A leaf reading in-flight value `f` (hashed like a data leaf).
+Value future_leaf(const FuturePtr& f);
 // Device data of an inner tensor, syncing if needed.
 at::Tensor materialize(const at::Tensor& inner);
 // Rebinds inner tensor `dst` to the current value (pending or data) and metadata of `src`.

@@ -236,19 +236,9 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
   // The claim these roots were taken by (0: pending states, not claimed). An operand
   // another sync claimed is read from that sync's future: a leaf replaces it in its
   // consumer (a node traced from a value read before that claim; lazy_graph.h).
-  uint64_t own = 0;
-  if (!roots.empty()) {
-    const Value& r0 = roots.front().second;
-    if (static_cast<size_t>(r0.index) < r0.node->claims.size()) {
-      own = r0.node->claims[r0.index].gen;
-    }
-  }
-  auto claimed_elsewhere = [own](const Value& v) -> const FuturePtr* {
-    const auto& c = v.node->claims;
-    if (static_cast<size_t>(v.index) >= c.size()) return nullptr;
-    const Node::Claim& k = c[v.index];
-    return k.gen != 0 && k.gen != own ? &k.future : nullptr;
-  };
+  const Node::Claim* first =
+      roots.empty() ? nullptr : roots.front().second.node->claim(roots.front().second.index);
+  const uint64_t own = first ? first->gen : 0;
   for (const auto& r : roots) {
     Node* root = r.second.node.get();
     if (visited.count(root)) continue;
@@ -262,14 +252,8 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
       }
       if (i < n->operands.size()) {
         Value& operand = n->operands[i];
-        if (const FuturePtr* f = claimed_elsewhere(operand)) {
-          auto leaf = std::make_shared<Node>();
-          leaf->kind = NodeKind::kFuture;
-          leaf->future = *f;
-          leaf->outputs.push_back(operand.node->outputs.at(operand.index));
-          leaf->output_is_view.push_back(false);
-          operand = Value{std::move(leaf), 0};
-        }
+        const Node::Claim* claim = operand.node->claim(operand.index);
+        if (claim && claim->gen != own) operand = future_leaf(claim->future);
         Node* c = operand.node.get();
         ++i;
         if (!visited.count(c)) {

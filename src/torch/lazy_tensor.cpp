@@ -83,12 +83,10 @@ std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FutureP
       if (!s) continue;
       if (s->ir) {
         const Value& v = *s->ir;
-        auto& claims = v.node->claims;
-        if (claims.size() > static_cast<size_t>(v.index) && claims[v.index].gen != 0 &&
-            claims[v.index].gen != gen) {
+        if (const Node::Claim* c = v.node->claim(v.index); c && c->gen != gen) {
           // Claimed by an earlier sync (this state was made from a value read before
           // it): that program computes it.
-          s->future = claims[v.index].future;
+          s->future = c->future;
           released.push_back(std::move(s->ir));
           s->ir.reset();
           s->data = at::Tensor();
@@ -99,6 +97,7 @@ std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FutureP
         FuturePtr& shared = by_value[{v.node.get(), v.index}];
         if (!shared) {
           shared = std::make_shared<FutureData>(v.node->outputs.at(v.index));
+          auto& claims = v.node->claims;
           if (claims.size() < v.node->outputs.size()) claims.resize(v.node->outputs.size());
           claims[v.index] = Node::Claim{shared, gen};
         }
@@ -122,8 +121,7 @@ void unclaim_states(const std::vector<std::pair<StatePtr, Value>>& roots,
   std::lock_guard<std::mutex> g(g_mu);
   for (size_t i = 0; i < roots.size(); ++i) {
     const Value& v = roots[i].second;
-    if (static_cast<size_t>(v.index) < v.node->claims.size() &&
-        v.node->claims[v.index].future == futures[i]) {
+    if (const Node::Claim* c = v.node->claim(v.index); c && c->future == futures[i]) {
       v.node->claims[v.index] = Node::Claim{};
     }
     LazyState& s = *roots[i].first;
@@ -285,6 +283,15 @@ namespace {
 
 }  // namespace
 
+Value future_leaf(const FuturePtr& f) {
+  auto n = std::make_shared<Node>();
+  n->kind = NodeKind::kFuture;
+  n->future = f;
+  n->outputs.push_back(f->meta);
+  n->output_is_view.push_back(false);
+  return Value{n, 0};
+}
+
 Value value_of(const at::Tensor& inner) {
   auto* impl = lazy_impl(inner);
   TORCH_INTERNAL_ASSERT(impl, "ember: expected an ember tensor");
@@ -294,13 +301,7 @@ Value value_of(const at::Tensor& inner) {
   settle_future(s);
   if (s.future) {
     s.future->rethrow_if_failed();  // a failed program's error, eager's type
-    // In flight: a leaf the queued program will fill (hashed like a data leaf).
-    auto n = std::make_shared<Node>();
-    n->kind = NodeKind::kFuture;
-    n->future = s.future;
-    n->outputs.push_back(s.future->meta);
-    n->output_is_view.push_back(false);
-    return Value{n, 0};
+    return future_leaf(s.future);   // in flight: a leaf the queued program will fill
   }
   if (!s.error.empty()) raise_failed(s.error);
   TORCH_CHECK(s.data.defined(), "ember: tensor has neither data nor a pending value");

@@ -27,6 +27,17 @@ def async_mode():
     ember.config.async_execution = old
 
 
+@pytest.fixture
+def donating(async_mode):
+    """Asynchronous execution with donation on (the default; a test before may have
+    switched it off), restored afterwards."""
+    ember.config.async_execution = True
+    old = ember.config.donate_buffers
+    ember.config.donate_buffers = True
+    yield
+    ember.config.donate_buffers = old
+
+
 def _mlp_steps(steps, async_on, read_every=None):
     ember.config.async_execution = async_on
     torch.manual_seed(0)
@@ -184,14 +195,11 @@ def test_error_nobody_reads_surfaces_at_the_next_sync_once(async_mode):
     ember.sync()  # raised once
 
 
-def test_tensor_traced_during_a_queued_program_never_recomputes_it(async_mode):
+def test_tensor_traced_during_a_queued_program_never_recomputes_it(donating):
     """The forced interleaving of test_two_python_threads_train_concurrently: thread B
     traces ops on thread A's tensors while A's program waits in the queue. B gets
     in-flight leaves, never A's pending nodes, so even with donation on, B's values are
     computed from A's results (never from a buffer A's program overwrote)."""
-    ember.config.async_execution = True
-    old_donate = ember.config.donate_buffers
-    ember.config.donate_buffers = True
     try:
         for it in range(5):  # a fixed count, every iteration the same interleaving
             torch.manual_seed(it)
@@ -214,19 +222,15 @@ def test_tensor_traced_during_a_queued_program_never_recomputes_it(async_mode):
             close(seen["q"], (ref * 2 + 1) * 3)
     finally:
         ember._C._pause_queue(False)
-        ember.config.donate_buffers = old_donate
 
 
-def test_value_read_before_another_threads_sync_is_read_from_its_future(async_mode):
+def test_value_read_before_another_threads_sync_is_read_from_its_future(donating):
     """The read-then-attach interleaving (test_runtime.py::test_tracing_from_threads got
     values 1.5^17 too large with donation on), forced each iteration: thread B reads p's
     pending value as the operand of `p * 3` and stops before binding its result; the
     main thread's sync claims p and writes it into p's old buffer (donated); then B
     registers its node. B's graph reads p's future, never recomputing p from the
     donated buffer (which would give (2(2r+1)+1)*3)."""
-    ember.config.async_execution = True
-    old_donate = ember.config.donate_buffers
-    ember.config.donate_buffers = True
     try:
         for it in range(8):  # a fixed count, every iteration the same interleaving
             torch.manual_seed(it)
@@ -249,7 +253,6 @@ def test_value_read_before_another_threads_sync_is_read_from_its_future(async_mo
             close(seen["q"], (ref * 2 + 1) * 3)
     finally:
         ember._C._pause_trace_after_operands(False)
-        ember.config.donate_buffers = old_donate
 
 
 def test_two_threads_train_while_programs_run(async_mode):
@@ -369,19 +372,13 @@ def test_async_off_runs_each_program_inside_its_sync(async_mode):
         ember._C._pause_queue(False)
 
 
-def test_donated_step_keeps_every_tensor_correct_while_another_thread_traces(async_mode):
+def test_donated_step_keeps_every_tensor_correct_while_another_thread_traces(donating):
     """The interleaving that made donation unsafe, forced each iteration: the step's
     sync is queued (the queue paused: it has not run) with the weight's old buffer
     donated, and then a second thread traces a tensor computed from the old weight and
     one from the new weight. Both read futures of the queued program, never its nodes
     (which would read the donated buffer after the run): values equal eager's."""
-    ember.config.async_execution = True
-    old_donate = ember.config.donate_buffers
-    ember.config.donate_buffers = True
-    try:
-        _donated_steps_with_a_second_thread_tracing()
-    finally:
-        ember.config.donate_buffers = old_donate
+    _donated_steps_with_a_second_thread_tracing()
 
 
 def _donated_steps_with_a_second_thread_tracing():

@@ -17,20 +17,10 @@ VOCAB = 96
 
 
 def tiny_gpt2():
+    from hf_tiny import gpt2_config
+
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(
-        vocab_size=VOCAB,
-        n_positions=128,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
+    cfg = gpt2_config(VOCAB, n_positions=128, pad_token_id=0)
     return transformers.GPT2LMHeadModel(cfg).eval()
 
 

@@ -11,6 +11,7 @@ import transformers
 
 import ember
 from conftest import DEV
+from hf_tiny import gpt2_config
 
 transformers.logging.set_verbosity_error()
 
@@ -21,20 +22,7 @@ MAX_VALUE_READS = 4
 
 
 def gpt2(attn):
-    cfg = transformers.GPT2Config(
-        vocab_size=VOCAB,
-        n_positions=32,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=0,
-        eos_token_id=0,
-        attn_implementation=attn,
-    )
-    return transformers.GPT2LMHeadModel(cfg)
+    return transformers.GPT2LMHeadModel(gpt2_config(VOCAB, attn_implementation=attn))
 
 
 def bert(attn):

@@ -17,6 +17,7 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
 import ember
+from hf_tiny import gpt2_config
 
 transformers.logging.set_verbosity_error()
 
@@ -52,19 +53,7 @@ def accelerate_env(device=None, mixed_precision=None):
 
 def gpt2():
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(
-        vocab_size=VOCAB,
-        n_positions=32,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    return transformers.GPT2LMHeadModel(cfg)
+    return transformers.GPT2LMHeadModel(gpt2_config(VOCAB))
 
 
 def bert():

@@ -344,20 +344,11 @@ def test_state_dict_round_trip_keeps_the_quantized_form(scheme):
 
 
 def _gpt2(seed=0):
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from hf_tiny import gpt2_config
+    from transformers import GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    cfg = GPT2Config(
-        vocab_size=96,
-        n_positions=32,
-        n_embd=64,
-        n_layer=2,
-        n_head=2,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-    )
-    return GPT2LMHeadModel(cfg).eval()
+    return GPT2LMHeadModel(gpt2_config(96, n_embd=64)).eval()
 
 
 def _dequantized_copy(model, quantized):

@@ -126,11 +126,10 @@ struct Step {
   std::shared_ptr<codegen::CompiledKernel> compiled;
   bool fusion = false;
   int in_place_read = -1;
-  // kKernel: per write (empty: none), the parameter whose buffer receives it
-  // when that parameter is donated, or -1. Set for a donated output whose
-  // kernel reads the parameter only elementwise into it, after the
-  // parameter's last reader, with nothing after it that can fail; the
-  // output's copy into the parameter then finds it there and copies nothing.
+  // kKernel (kCpu): per write (empty: none), the parameter whose buffer the
+  // kernel writes it into when that parameter is donated, or -1. Set for a
+  // donated output whose kernel reads the parameter only elementwise into it,
+  // after the parameter's last reader, with nothing from it on that can fail.
   std::vector<int> write_into_param;
 };
 

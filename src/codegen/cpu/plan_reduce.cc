@@ -104,6 +104,29 @@ int64_t BitWidth(int64_t p) {
   return w;
 }
 
+// The loops of a blocked reduce over dims `red_dims` of `xs`: each reduced
+// dim but the last as a loop (its counter into `xix`), then the last one's K
+// elements in blocks of `lanes`, a loop over the full blocks and the tail:
+// block(start, count, full) emits one block of `count` lanes from element
+// `start` (`full`: a block of the loop, `lanes` wide).
+void ForReduceBlocks(LBuilder* b, const Shape& xs, const std::vector<int>& red_dims, int lanes,
+                     std::vector<IndexExpr>& xix,
+                     const std::function<void(const IndexExpr&, int64_t, bool)>& block) {
+  for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
+    const int d = red_dims[i];
+    xix[d] = b->For("r" + std::to_string(d), LInt(0), LInt(xs.dim(d)), 0, xs.dim(d) - 1);
+  }
+  const int64_t K = xs.dim(red_dims.back());
+  const int64_t nfull = K / lanes;
+  if (nfull > 0) {
+    const IndexExpr kb = b->For("kb", LInt(0), LInt(nfull), 0, nfull - 1);
+    block(kb * lanes, lanes, /*full=*/true);
+    b->Close();
+  }
+  if (K % lanes != 0) block(IndexExpr::Constant(nfull * lanes), K % lanes, /*full=*/false);
+  for (size_t i = 0; i + 1 < red_dims.size(); ++i) b->Close();
+}
+
 }  // namespace
 
 void KernelPlanner::ReducePhase(const Phase& ph, LFunction* f) {
@@ -364,18 +387,8 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
     b->Assign(LVar(nb, DType::kS64), LInt(0));
     b->Close();
   };
-  for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
-    const int d = red_dims[i];
-    xix[d] = b->For("r" + std::to_string(d), LInt(0), LInt(xs.dim(d)), 0, xs.dim(d) - 1);
-  }
-  const int64_t nfull = K / lanes;
-  if (nfull > 0) {
-    const IndexExpr kb = b->For("kb", LInt(0), LInt(nfull), 0, nfull - 1);
-    block(kb * lanes, lanes);
-    b->Close();
-  }
-  if (K % lanes != 0) block(IndexExpr::Constant(nfull * lanes), K % lanes);
-  for (size_t i = 0; i + 1 < red_dims.size(); ++i) b->Close();
+  ForReduceBlocks(b, xs, red_dims, lanes, xix,
+                  [&](const IndexExpr& start, int64_t count, bool) { block(start, count); });
   for (const Member& m : ms) fold_lanes(m);
   if (any_pairwise) {
     b->If(LCmpExpr(LCmp::kGt, LVar(nb, DType::kS64), LInt(0)));
@@ -444,7 +457,6 @@ LValue KernelPlanner::ReduceOneOutput(const Node& n, const std::vector<IndexExpr
   const bool pairwise = IsFloat(t) && (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
   const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
   const int last = red_dims.back();
-  const int64_t K = xs.dim(last);
   const LValue id = ReduceIdentity(kind, t, false);
   const std::string acc = "acc" + std::to_string(n.id);
   const std::string pw = "pw" + std::to_string(n.id);
@@ -495,18 +507,7 @@ LValue KernelPlanner::ReduceOneOutput(const Node& n, const std::vector<IndexExpr
     b->Assign(LVar(nb, DType::kS64), LInt(0));
     b->Close();
   };
-  for (size_t i = 0; i + 1 < red_dims.size(); ++i) {
-    const int d = red_dims[i];
-    xix[d] = b->For("r" + std::to_string(d), LInt(0), LInt(xs.dim(d)), 0, xs.dim(d) - 1);
-  }
-  const int64_t nfull = K / lanes;
-  if (nfull > 0) {
-    const IndexExpr kb = b->For("kb", LInt(0), LInt(nfull), 0, nfull - 1);
-    block(kb * lanes, lanes, /*simd=*/true);
-    b->Close();
-  }
-  if (K % lanes != 0) block(IndexExpr::Constant(nfull * lanes), K % lanes, /*simd=*/false);
-  for (size_t i = 0; i + 1 < red_dims.size(); ++i) b->Close();
+  ForReduceBlocks(b, xs, red_dims, lanes, xix, block);  // full blocks are simd
   fold_lanes();
   const std::string res = "red" + std::to_string(n.id);
   if (pairwise) {

@@ -15,7 +15,9 @@
 // order, so the values are the single work item's bits whatever the threads.
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "codegen/cpu/kernel_planner.h"
 #include "ember/ir/attributes.h"
@@ -26,6 +28,42 @@ namespace {
 
 bool Has(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// The window (slice sizes) each update element is placed through, per
+// destination dim: 1 for inserted dims, the update's window dim otherwise.
+std::vector<int64_t> ScatterWindow(const Node& n, const Shape& os, const Shape& us) {
+  const auto& update_window_dims = attr::UpdateWindowDims(n);
+  const auto& inserted = attr::InsertedWindowDims(n);
+  std::vector<int64_t> window_operand_dims, window(os.rank(), 1);
+  for (int d = 0; d < os.rank(); ++d) {
+    if (!Has(inserted, d)) window_operand_dims.push_back(d);
+  }
+  for (size_t k = 0; k < update_window_dims.size(); ++k) {
+    window[window_operand_dims[k]] = us.dim(static_cast<int>(update_window_dims[k]));
+  }
+  return window;
+}
+
+// Combines update element `v` (at update index `uix`, the index starts from
+// IndexStarts) into the destination `dest` of shape `os`.
+void StoreUpdate(const Node& n, const Shape& os, const std::vector<IndexExpr>& uix,
+                 const std::map<int64_t, IndexExpr>& starts, const LValue& v, int dest,
+                 LBuilder& b) {
+  const auto& update_window_dims = attr::UpdateWindowDims(n);
+  const auto& inserted = attr::InsertedWindowDims(n);
+  std::vector<IndexExpr> oix(os.rank());
+  size_t k = 0;  // position among the window dims
+  for (int d = 0; d < os.rank(); ++d) {
+    IndexExpr off;
+    if (!Has(inserted, d)) off = uix[update_window_dims[k++]];
+    auto st = starts.find(d);
+    oix[d] = st == starts.end() ? off : st->second + off;
+  }
+  const DType t = n.shape.dtype();
+  const ReduceKind kind = attr::ToApply(n);
+  const IndexExpr at = LinOf(os, ElemIndex::Multi(oix));
+  b.Store(dest, at, t, kind == ReduceKind::kAssign ? v : LCombine(kind, t, LLoad(dest, at, t), v));
 }
 
 }  // namespace
@@ -51,14 +89,9 @@ void KernelPlanner::ScatterPhase(const Phase& ph, LFunction* f) {
   }
   const Node& n = g_.node(ph.node);
   const DType t = n.shape.dtype();
-  const ReduceKind kind = attr::ToApply(n);
   const auto& update_window_dims = attr::UpdateWindowDims(n);
-  const auto& inserted = attr::InsertedWindowDims(n);
   const Shape& os = n.shape;
   const Shape& us = g_.node(n.operands[2]).shape;
-  auto has = [](const std::vector<int64_t>& v, int64_t x) {
-    return std::find(v.begin(), v.end(), x) != v.end();
-  };
   LBuilder b(f, &var_counter_);
   {
     const IndexExpr i = b.For("i", LInt(0), LInt(os.num_elements()), 0, os.num_elements() - 1);
@@ -67,52 +100,28 @@ void KernelPlanner::ScatterPhase(const Phase& ph, LFunction* f) {
     UseSites(copy);
     b.Close();
   }
-  std::vector<int64_t> window_operand_dims, window(os.rank(), 1);
-  for (int d = 0; d < os.rank(); ++d) {
-    if (!has(inserted, d)) window_operand_dims.push_back(d);
-  }
-  for (size_t k = 0; k < update_window_dims.size(); ++k) {
-    window[window_operand_dims[k]] = us.dim(static_cast<int>(update_window_dims[k]));
-  }
   const IndexExpr u = b.For("u", LInt(0), LInt(us.num_elements()), 0, us.num_elements() - 1);
   const std::vector<IndexExpr> uix = Delinearize(u, us.dims());
   std::vector<IndexExpr> batch_ix;
   for (int d = 0; d < us.rank(); ++d) {
-    if (!has(update_window_dims, d)) batch_ix.push_back(uix[d]);
+    if (!Has(update_window_dims, d)) batch_ix.push_back(uix[d]);
   }
   ElementBuilder upd(ctx_, &b);
-  const std::map<int64_t, IndexExpr> starts = upd.IndexStarts(
-      n, attr::IndexVectorDim(n), attr::ScatterDimsToOperandDims(n), window, batch_ix);
-  std::vector<IndexExpr> oix(os.rank());
-  size_t k = 0;  // position among the window dims
-  for (int d = 0; d < os.rank(); ++d) {
-    IndexExpr off;
-    if (!has(inserted, d)) off = uix[update_window_dims[k++]];
-    auto s0 = starts.find(d);
-    oix[d] = s0 == starts.end() ? off : s0->second + off;
-  }
+  const std::map<int64_t, IndexExpr> starts =
+      upd.IndexStarts(n, attr::IndexVectorDim(n), attr::ScatterDimsToOperandDims(n),
+                      ScatterWindow(n, os, us), batch_ix);
   ElemIndex ui = ElemIndex::Multi(uix);
   ui.has_lin = true;
   ui.lin = u;
-  const LValue v = upd.Value(n.operands[2], ui);
-  const IndexExpr at = LinOf(os, ElemIndex::Multi(oix));
-  const LValue value =
-      kind == ReduceKind::kAssign ? v : LCombine(kind, t, LLoad(ph.dest, at, t), v);
-  b.Store(ph.dest, at, t, value);
+  StoreUpdate(n, os, uix, starts, upd.Value(n.operands[2], ui), ph.dest, b);
   UseSites(upd);
   b.Close();
 }
 
-}  // namespace ember::codegen
-
-namespace ember::codegen {
-
 void KernelPlanner::ScatterRowBlockPhase(const Phase& ph, LFunction* f) {
   const Node& n = g_.node(ph.node);
   const DType t = n.shape.dtype();
-  const ReduceKind kind = attr::ToApply(n);
   const auto& update_window_dims = attr::UpdateWindowDims(n);
-  const auto& inserted = attr::InsertedWindowDims(n);
   const Shape& os = n.shape;
   const Shape& us = g_.node(n.operands[2]).shape;
   const int64_t R = os.dim(0), P = ph.count;
@@ -128,13 +137,6 @@ void KernelPlanner::ScatterRowBlockPhase(const Phase& ph, LFunction* f) {
     b.Store(ph.dest, i, t, copy.Value(n.operands[0], ElemIndex::Linear(i)));
     UseSites(copy);
     b.Close();
-  }
-  std::vector<int64_t> window_operand_dims, window(os.rank(), 1);
-  for (int d = 0; d < os.rank(); ++d) {
-    if (!Has(inserted, d)) window_operand_dims.push_back(d);
-  }
-  for (size_t k = 0; k < update_window_dims.size(); ++k) {
-    window[window_operand_dims[k]] = us.dim(static_cast<int>(update_window_dims[k]));
   }
   // The update's dims split after its last batch dim: the outer ones (every
   // batch dim among them) pick the row, the inner ones (window dims) walk it.
@@ -154,30 +156,19 @@ void KernelPlanner::ScatterRowBlockPhase(const Phase& ph, LFunction* f) {
     if (!Has(update_window_dims, d)) batch_ix.push_back(oix_outer[d]);
   }
   ElementBuilder upd(ctx_, &b);
-  const std::map<int64_t, IndexExpr> starts = upd.IndexStarts(
-      n, attr::IndexVectorDim(n), attr::ScatterDimsToOperandDims(n), window, batch_ix);
+  const std::map<int64_t, IndexExpr> starts =
+      upd.IndexStarts(n, attr::IndexVectorDim(n), attr::ScatterDimsToOperandDims(n),
+                      ScatterWindow(n, os, us), batch_ix);
   const IndexExpr s0 = starts.at(0);
   b.If(LAnd(LCmpExpr(LCmp::kGe, LIndex(s0), LIndex(r0)),
             LCmpExpr(LCmp::kLt, LIndex(s0), LIndex(r1))));
   const IndexExpr ui = b.For("ui", LInt(0), LInt(ninner), 0, ninner - 1);
   std::vector<IndexExpr> uix = oix_outer;
   for (const IndexExpr& e : Delinearize(ui, inner_dims)) uix.push_back(e);
-  std::vector<IndexExpr> oix(os.rank());
-  size_t k = 0;  // position among the window dims
-  for (int d = 0; d < os.rank(); ++d) {
-    IndexExpr off;
-    if (!Has(inserted, d)) off = uix[update_window_dims[k++]];
-    auto st = starts.find(d);
-    oix[d] = st == starts.end() ? off : st->second + off;
-  }
   ElemIndex uidx = ElemIndex::Multi(uix);
   uidx.has_lin = true;
   uidx.lin = uo * ninner + ui;
-  const LValue v = upd.Value(n.operands[2], uidx);
-  const IndexExpr at = LinOf(os, ElemIndex::Multi(oix));
-  const LValue value =
-      kind == ReduceKind::kAssign ? v : LCombine(kind, t, LLoad(ph.dest, at, t), v);
-  b.Store(ph.dest, at, t, value);
+  StoreUpdate(n, os, uix, starts, upd.Value(n.operands[2], uidx), ph.dest, b);
   UseSites(upd);
   b.Close();  // ui
   b.Close();  // if
