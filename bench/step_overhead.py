@@ -12,11 +12,14 @@ time (``time.thread_time``) instead of wall time: with ``torch.set_num_threads(1
 ``EMBER_NUM_THREADS=1`` (set by ``--threads 1``, the default) all work runs on this
 thread, so the figures hold on a loaded machine where wall times do not.
 
+``--live N`` keeps N more small tensors alive on the device (a model's many buffers, a
+dataset held on the device): a sync's fixed cost must not grow with them.
+
 ``--sync-log`` reruns itself with ``EMBER_LOG=sync`` and prints the medians of the
 sync's own phases (gather, build + hash, lookup, argument buffers, execution, output
 tensors, state binding; src/torch/sync.cpp) for the ember training step.
 
-    python bench/step_overhead.py [--models mlp,gpt] [--rounds 60] [--cpu] [--sync-log]
+    python bench/step_overhead.py [--models mlp,gpt] [--rounds 60] [--cpu] [--sync-log] [--live N]
 """
 
 import argparse
@@ -28,7 +31,7 @@ import sys
 import time
 
 
-def measure(model_name, rounds, clock, threads):
+def measure(model_name, rounds, clock, threads, live=0):
     import torch
 
     import ember
@@ -40,6 +43,8 @@ def measure(model_name, rounds, clock, threads):
     infer = {b: backends.make_runner(b, w, "inference") for b in ("eager", "ember")}
     phases = ("forward", "backward", "optimizer", "sync", "step", "inference")
     res = {b: {p: [] for p in phases} for b in train}
+    held = [torch.zeros(4, device=ember.device()) + i for i in range(live)]  # noqa: F841
+    ember.sync()
     for _ in range(3):  # warm-up: Meta-shape and graph caches
         for b in train:
             train[b].step()
@@ -88,6 +93,8 @@ def sync_log_medians(args):
         str(args.rounds),
         "--threads",
         str(args.threads),
+        "--live",
+        str(args.live),
         "--quiet",
     ]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
@@ -110,17 +117,18 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cpu", action="store_true", help="thread CPU time instead of wall time")
     ap.add_argument("--sync-log", action="store_true")
+    ap.add_argument("--live", type=int, default=0, help="more live device tensors to hold")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("EMBER_NUM_THREADS", str(args.threads))
     clock = time.thread_time if args.cpu else time.perf_counter
     for name in args.models.split(","):
-        phases, res = measure(name, args.rounds, clock, args.threads)
+        phases, res = measure(name, args.rounds, clock, args.threads, args.live)
         if args.quiet:
             continue
         print(
             f"{name} ({'thread CPU' if args.cpu else 'wall'} time, {args.threads} thread(s), "
-            f"{args.rounds} rounds, load {os.getloadavg()[0]:.1f}): medians in microseconds"
+            f"{args.rounds} rounds, {args.live} more live tensors, load {os.getloadavg()[0]:.1f}): medians in microseconds"
         )
         print(f"{'phase':<10} {'eager':>9} {'ember':>9} {'ember/eager':>12}")
         for p in phases:

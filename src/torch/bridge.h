@@ -174,7 +174,7 @@ struct Node {
 };
 
 // ---------------------------------------------------------------- tensor state
-struct LazyState {
+struct LazyState : std::enable_shared_from_this<LazyState> {
   uint64_t id = 0;
   std::optional<Value> ir;  // pending value
   at::Tensor data;          // device data
@@ -185,6 +185,9 @@ struct LazyState {
   FuturePtr future;
   bool is_view = false;  // produced by an inner view op (must not be mutated)
   std::string error;     // set when the sync that should have computed it failed
+  // Index in the pending list (set_pending), or kUnlisted; guarded by state_mutex().
+  static constexpr size_t kUnlisted = static_cast<size_t>(-1);
+  size_t pending_slot = kUnlisted;
   explicit LazyState(uint64_t id_) : id(id_) {}
   ~LazyState();
 };
@@ -193,7 +196,12 @@ using StatePtr = std::shared_ptr<LazyState>;
 // The registry of live tensor states; guarded by a mutex that is never held across a
 // dispatcher or Python call.
 std::mutex& state_mutex();
-StatePtr new_state();
+// A new live state; with `ir`, pending with that value.
+StatePtr new_state(std::optional<Value> ir = std::nullopt);
+// Makes `s` pending with value `v` (state_mutex() held). A sync gathers its roots from the
+// list of states made pending since the last gather, not from every live state: its cost
+// follows what was traced, not the model's size.
+void set_pending(const StatePtr& s, Value v);
 std::vector<std::pair<StatePtr, Value>> pending_states();  // creation order
 // Gathers the pending states (as pending_states) and, under the same lock, makes each an
 // in-flight state holding a new future (pushed to *futures in the same order; states

@@ -4,6 +4,7 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
 #include <map>
 
 #include "bridge.h"
@@ -32,6 +33,16 @@ TensorMeta meta_of(const at::Tensor& t) {
 namespace {
 std::mutex g_mu;
 std::map<uint64_t, std::weak_ptr<LazyState>> g_live;
+// States made pending since the last gather, in no order (LazyState::pending_slot); a
+// state leaves it when it dies, so a gather visits no dead state.
+std::vector<LazyState*> g_pending;
+void unlist(LazyState* s) {
+  LazyState* last = g_pending.back();
+  g_pending[s->pending_slot] = last;
+  last->pending_slot = s->pending_slot;
+  g_pending.pop_back();
+  s->pending_slot = LazyState::kUnlisted;
+}
 std::atomic<uint64_t> g_next_id{0};
 uint64_t g_claim_gen = 0;  // claim_pending_states calls (Node::Claim::gen); guarded by g_mu
 std::atomic<int64_t> g_pending_ops{0};
@@ -43,55 +54,85 @@ std::mutex& state_mutex() { return g_mu; }
 LazyState::~LazyState() {
   std::lock_guard<std::mutex> g(g_mu);
   g_live.erase(id);
+  if (pending_slot != kUnlisted) unlist(this);
 }
 
-StatePtr new_state() {
+StatePtr new_state(std::optional<Value> ir) {
   auto s = std::make_shared<LazyState>(++g_next_id);
   std::lock_guard<std::mutex> g(g_mu);
   g_live.emplace(s->id, s);
+  if (ir) set_pending(s, std::move(*ir));
   return s;
 }
 
+void set_pending(const StatePtr& s, Value v) {
+  s->ir = std::move(v);
+  if (s->pending_slot == LazyState::kUnlisted) {
+    s->pending_slot = g_pending.size();
+    g_pending.push_back(s.get());
+  }
+}
+
+namespace {
+// The listed states alive and pending, in creation order (g_mu held); with `take` the list
+// is emptied, else the dead and no longer pending entries leave it. States locked here
+// that are not returned go to *dropped, to be released after unlocking (a state's
+// destructor takes g_mu).
+std::vector<StatePtr> listed_pending(bool take, std::vector<StatePtr>* dropped) {
+  std::vector<StatePtr> out;
+  out.reserve(g_pending.size());
+  for (size_t i = 0; i < g_pending.size();) {
+    LazyState* raw = g_pending[i];
+    StatePtr s = raw->weak_from_this().lock();  // null: dying (its destructor unlists it)
+    if (take) {
+      raw->pending_slot = LazyState::kUnlisted;  // the list is cleared below
+      ++i;
+    } else if (s && !s->ir) {
+      unlist(raw);  // moves the last entry to i
+    } else {
+      ++i;
+    }
+    if (!s) continue;
+    if (s->ir) {
+      out.push_back(std::move(s));
+    } else {
+      dropped->push_back(std::move(s));
+    }
+  }
+  if (take) g_pending.clear();
+  std::sort(out.begin(), out.end(),
+            [](const StatePtr& a, const StatePtr& b) { return a->id < b->id; });
+  return out;
+}
+}  // namespace
+
 std::vector<std::pair<StatePtr, Value>> pending_states() {
   std::vector<std::pair<StatePtr, Value>> out;
-  std::vector<StatePtr> dropped;
+  std::vector<StatePtr> listed, dropped;  // released after unlocking
   {
     std::lock_guard<std::mutex> g(g_mu);
-    for (auto& kv : g_live) {
-      StatePtr s = kv.second.lock();
-      if (!s) continue;
-      if (s->ir) {
-        out.emplace_back(s, *s->ir);
-      } else {
-        dropped.push_back(std::move(s));  // released after unlocking
-      }
-    }
+    listed = listed_pending(false, &dropped);
+    for (const StatePtr& s : listed) out.emplace_back(s, *s->ir);
   }
   return out;
 }
 
 std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FuturePtr>* futures) {
   std::vector<std::pair<StatePtr, Value>> out;
-  std::vector<StatePtr> dropped;
+  std::vector<StatePtr> listed, dropped;  // released after unlocking
   std::vector<std::optional<Value>> released;
   std::map<std::pair<const Node*, int>, FuturePtr> by_value;
   {
     std::lock_guard<std::mutex> g(g_mu);
     const uint64_t gen = ++g_claim_gen;
-    for (auto& kv : g_live) {
-      StatePtr s = kv.second.lock();
-      if (!s) continue;
-      if (s->ir) {
-        const Value& v = *s->ir;
-        if (const Node::Claim* c = v.node->claim(v.index); c && c->gen != gen) {
-          // Claimed by an earlier sync (this state was made from a value read before
-          // it): that program computes it.
-          s->future = c->future;
-          released.push_back(std::move(s->ir));
-          s->ir.reset();
-          s->data = at::Tensor();
-          continue;
-        }
+    listed = listed_pending(true, &dropped);
+    for (const StatePtr& s : listed) {
+      const Value& v = *s->ir;
+      if (const Node::Claim* c = v.node->claim(v.index); c && c->gen != gen) {
+        // Claimed by an earlier sync (this state was made from a value read before
+        // it): that program computes it.
+        s->future = c->future;
+      } else {
         // States holding one value share its future: the next graph sees one input
         // whether the value is still in flight or already resolved (one structure).
         FuturePtr& shared = by_value[{v.node.get(), v.index}];
@@ -101,16 +142,13 @@ std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FutureP
           if (claims.size() < v.node->outputs.size()) claims.resize(v.node->outputs.size());
           claims[v.index] = Node::Claim{shared, gen};
         }
-        FuturePtr f = shared;
         out.emplace_back(s, v);
-        futures->push_back(f);
-        s->future = std::move(f);
-        released.push_back(std::move(s->ir));
-        s->ir.reset();
-        s->data = at::Tensor();
-      } else {
-        dropped.push_back(std::move(s));  // released after unlocking
+        futures->push_back(shared);
+        s->future = shared;
       }
+      released.push_back(std::move(s->ir));
+      s->ir.reset();
+      s->data = at::Tensor();
     }
   }
   return out;
@@ -127,7 +165,7 @@ void unclaim_states(const std::vector<std::pair<StatePtr, Value>>& roots,
     LazyState& s = *roots[i].first;
     if (s.future != futures[i]) continue;  // rebound since (an in-place op traced on it)
     s.future.reset();
-    s.ir = roots[i].second;
+    set_pending(roots[i].first, roots[i].second);
   }
 }
 
@@ -219,8 +257,7 @@ static at::Tensor new_inner(const TensorMeta& meta, StatePtr s, bool view_of_nor
 }
 
 at::Tensor make_lazy(const TensorMeta& meta, Value v, bool view_of_normal) {
-  auto s = new_state();
-  s->ir = std::move(v);
+  auto s = new_state(std::move(v));
   return new_inner(meta, std::move(s), view_of_normal);
 }
 
@@ -353,7 +390,11 @@ void assign_state(const at::Tensor& dst, const at::Tensor& src) {
     std::lock_guard<std::mutex> g(g_mu);
     old_ir = std::move(d->state()->ir);
     old_data = std::move(d->state()->data);
-    d->state()->ir = s->state()->ir;
+    if (s->state()->ir) {
+      set_pending(d->state(), *s->state()->ir);
+    } else {
+      d->state()->ir.reset();
+    }
     d->state()->data = s->state()->data;
     d->state()->error = s->state()->error;
     d->state()->future = s->state()->future;

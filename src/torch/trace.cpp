@@ -264,7 +264,7 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
       const TensorMeta& m = meta->outputs[oi];
       {
         std::lock_guard<std::mutex> g(state_mutex());
-        impl->state()->ir = Value{node, static_cast<int>(oi)};
+        set_pending(impl->state(), Value{node, static_cast<int>(oi)});
         impl->state()->data = at::Tensor();
         impl->state()->error.clear();
         impl->state()->future.reset();
