@@ -323,17 +323,9 @@ def test_barrier_on_other_backends(backend):
 def test_hf_gradient_checkpointing_matches_eager(reentrant):
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
-    cfg = transformers.GPT2Config(
-        vocab_size=64,
-        n_positions=16,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        attn_implementation="eager",
-    )
+    from hf_tiny import gpt2_config
+
+    cfg = gpt2_config(64, n_positions=16, attn_implementation="eager")
     torch.manual_seed(0)
     ref = transformers.GPT2LMHeadModel(cfg)
     ref.train()
