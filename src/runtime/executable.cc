@@ -205,7 +205,7 @@ Status RunKernel(const Step& step, std::vector<BufferRef>& slots, const PlannedS
     return LocateInterpretFailure(step, lits, st);
   }
   for (size_t j = 0; j < step.writes.size(); ++j) {
-    if (into_param(j) >= 0) overwritten.push_back(into_param(j));
+    if (const int into = into_param(j); into >= 0) overwritten.push_back(into);
     if (fresh[j]) slots[step.writes[j]] = std::move(fresh[j]);
   }
   return OkStatus();

@@ -84,20 +84,14 @@ std::vector<StatePtr> listed_pending(bool take, std::vector<StatePtr>* dropped) 
   for (size_t i = 0; i < g_pending.size();) {
     LazyState* raw = g_pending[i];
     StatePtr s = raw->weak_from_this().lock();  // null: dying (its destructor unlists it)
-    if (take) {
-      raw->pending_slot = LazyState::kUnlisted;  // the list is cleared below
-      ++i;
-    } else if (s && !s->ir) {
+    const bool pending = s && s->ir;
+    if (take) raw->pending_slot = LazyState::kUnlisted;  // the list is cleared below
+    if (!take && s && !pending) {
       unlist(raw);  // moves the last entry to i
     } else {
       ++i;
     }
-    if (!s) continue;
-    if (s->ir) {
-      out.push_back(std::move(s));
-    } else {
-      dropped->push_back(std::move(s));
-    }
+    if (s) (pending ? out : *dropped).push_back(std::move(s));
   }
   if (take) g_pending.clear();
   std::sort(out.begin(), out.end(),

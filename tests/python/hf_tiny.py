@@ -21,3 +21,21 @@ def gpt2_config(vocab_size, **overrides):
     )
     kw.update(overrides)
     return transformers.GPT2Config(**kw)
+
+
+def bert_config(vocab_size, **overrides):
+    """A BERT of 2 layers, 2 heads, width 32 and feed-forward 64 without dropout, 32
+    positions, 3 labels; `overrides` are further BertConfig arguments."""
+    kw = dict(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=32,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        num_labels=3,
+    )
+    kw.update(overrides)
+    return transformers.BertConfig(**kw)

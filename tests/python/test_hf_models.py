@@ -11,7 +11,7 @@ import transformers
 
 import ember
 from conftest import DEV
-from hf_tiny import gpt2_config
+from hf_tiny import bert_config, gpt2_config
 
 transformers.logging.set_verbosity_error()
 
@@ -26,19 +26,7 @@ def gpt2(attn):
 
 
 def bert(attn):
-    cfg = transformers.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=32,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        num_labels=3,
-        attn_implementation=attn,
-    )
-    return transformers.BertForSequenceClassification(cfg)
+    return transformers.BertForSequenceClassification(bert_config(VOCAB, attn_implementation=attn))
 
 
 def inputs(kind):

@@ -17,7 +17,7 @@ from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 
 import ember
-from hf_tiny import gpt2_config
+from hf_tiny import bert_config, gpt2_config
 
 transformers.logging.set_verbosity_error()
 
@@ -58,18 +58,7 @@ def gpt2():
 
 def bert():
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=32,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        num_labels=3,
-    )
-    return transformers.BertForSequenceClassification(cfg)
+    return transformers.BertForSequenceClassification(bert_config(VOCAB))
 
 
 def lm_data(n=32):
