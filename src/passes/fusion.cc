@@ -232,27 +232,12 @@ class FusionBuilder {
     FusionDecision rd = CanRecompute(pn, evals, c.analysis.row_passes());
     if (!rd) return rd;
     bool all_users_inside = !is_output_[p] && !is_input_[p];
-    int outside = 0;
-    for (NodeId u : users_[p]) {
-      if (owner_[u] != ci) {
-        all_users_inside = false;
-        ++outside;
-      }
-    }
+    for (NodeId u : users_[p]) all_users_inside = all_users_inside && owner_[u] == ci;
     if (all_users_inside) {
       *absorb = true;
       return FusionDecision::Yes();
     }
-    auto constant_like = [&](const Node& x) {
-      return x.op == OpKind::kConstant || x.op == OpKind::kIota;
-    };
-    bool from_constants = constant_like(pn);
-    if (!from_constants && !pn.operands.empty()) {
-      from_constants = true;
-      for (NodeId y : pn.operands) from_constants = from_constants && constant_like(g_.node(y));
-    }
-    FusionDecision dup =
-        ShouldDuplicate(pn, static_cast<int>(users_[p].size()), is_output_[p], from_constants);
+    FusionDecision dup = ShouldDuplicate(pn, DuplicationFactsOf(p));
     if (!dup) return dup;
     for (NodeId y : pn.operands) {
       if (!Materialized(y)) {
@@ -260,9 +245,36 @@ class FusionBuilder {
                                   "inside another fusion");
       }
     }
-    (void)outside;
     *absorb = false;
     return FusionDecision::Yes();
+  }
+
+  // The facts ShouldDuplicate weighs for producer `p` (fusion_cost.h).
+  DuplicationFacts DuplicationFactsOf(NodeId p) const {
+    const Node& pn = g_.node(p);
+    DuplicationFacts f;
+    f.num_users = static_cast<int>(users_[p].size());
+    f.is_output = is_output_[p];
+    auto constant_like = [&](const Node& x) {
+      return x.op == OpKind::kConstant || x.op == OpKind::kIota;
+    };
+    f.from_constants = constant_like(pn);
+    if (!f.from_constants && !pn.operands.empty()) {
+      f.from_constants = true;
+      for (NodeId y : pn.operands) f.from_constants = f.from_constants && constant_like(g_.node(y));
+    }
+    f.all_users_fuse = !is_input_[p];
+    for (NodeId u : users_[p]) f.all_users_fuse = f.all_users_fuse && CanFuse(g_, p, u).ok;
+    std::unordered_set<NodeId> seen;
+    for (NodeId y : pn.operands) {
+      while (g_.node(y).op == OpKind::kBroadcastInDim || g_.node(y).op == OpKind::kReshape ||
+             g_.node(y).op == OpKind::kConvert)
+        y = g_.node(y).operands[0];
+      const Node& yn = g_.node(y);
+      if (!seen.insert(y).second || constant_like(yn) || yn.shape.is_tuple()) continue;
+      f.read_bytes += static_cast<double>(yn.shape.byte_size());
+    }
+    return f;
   }
 
   StatusOr<NodeId> EmitFusion(const Cluster& c, int index, const std::vector<NodeId>& remap,

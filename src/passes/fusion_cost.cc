@@ -27,9 +27,9 @@ bool IsExpensive(const Node& n) {
   return n.op == OpKind::kReduce || ElementCost(n) >= kExpensiveCost;
 }
 
-FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output, bool from_constants) {
+FusionDecision ShouldDuplicate(const Node& p, const DuplicationFacts& f) {
   std::ostringstream os;
-  const std::string users = UsersText(num_users, is_output);
+  const std::string users = UsersText(f.num_users, f.is_output);
   if (p.op == OpKind::kReduce) {
     os << Label(p) << " " << users << "; a reduction is never recomputed per consumer";
     return FusionDecision::No(os.str());
@@ -42,14 +42,29 @@ FusionDecision ShouldDuplicate(const Node& p, int num_users, bool is_output, boo
   const bool cheap = p.op == OpKind::kConstant || p.op == OpKind::kIota ||
                      p.op == OpKind::kBroadcastInDim || p.op == OpKind::kReshape ||
                      p.op == OpKind::kConvert;
-  if (!cheap) {
+  if (!cheap && !IsElementwise(p.op)) {
     os << Label(p) << " " << users
-       << "; only constant, iota, broadcast-in-dim, reshape and convert are duplicated";
+       << "; only constant, iota, broadcast-in-dim, reshape, convert and plain arithmetic are "
+          "duplicated";
     return FusionDecision::No(os.str());
   }
-  if (num_users > kMaxDuplicateUsers && !from_constants) {
-    os << "cheap producer " << Label(p) << " " << users << ", more than the duplication bound "
-       << kMaxDuplicateUsers;
+  if (f.num_users > kMaxDuplicateUsers && !(cheap && f.from_constants)) {
+    os << (cheap ? "cheap producer " : "arithmetic producer ") << Label(p) << " " << users
+       << ", more than the duplication bound " << kMaxDuplicateUsers;
+    return FusionDecision::No(os.str());
+  }
+  if (cheap) return FusionDecision::Yes();
+  if (f.is_output || !f.all_users_fuse) {
+    os << "arithmetic producer " << Label(p) << " " << users
+       << (f.is_output ? "" : ", not all of which fuse it")
+       << "; it is materialized, so it is not also recomputed";
+    return FusionDecision::No(os.str());
+  }
+  const double out_bytes = static_cast<double>(p.shape.is_tuple() ? 0 : p.shape.byte_size());
+  if ((f.num_users - 1) * f.read_bytes > (f.num_users + 1) * out_bytes) {
+    os << "arithmetic producer " << Label(p) << " " << users << "; its copies would read "
+       << (f.num_users * f.read_bytes) << " bytes, more than materializing it moves ("
+       << (f.read_bytes + (f.num_users + 1) * out_bytes) << ")";
     return FusionDecision::No(os.str());
   }
   return FusionDecision::Yes();

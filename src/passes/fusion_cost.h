@@ -30,17 +30,40 @@ inline constexpr int kMaxFusionNodes = 256;
 int64_t ElementCost(const Node& n);
 bool IsExpensive(const Node& n);
 
-// Whether `producer`, which has `num_users` users (or is a graph output)
-// outside the fusion being grown, may be recomputed inside it (duplicated).
-// Only cheap producers (constant, iota, broadcast-in-dim, reshape, convert)
-// with at most kMaxDuplicateUsers users are duplicated; an expensive one
-// (transcendental, divide, reduce) never is.
-// A producer computed from no runtime value (`from_constants`: a constant, an
-// iota, or a broadcast-in-dim/reshape/convert of one, e.g. the splat of a
-// layer norm's element count) is duplicated into any number of consumers:
-// recomputing it is free, materializing it costs a kernel and a read per use.
-FusionDecision ShouldDuplicate(const Node& producer, int num_users, bool is_output,
-                               bool from_constants = false);
+// What the fusion pass knows about a producer when a consumer fusion that
+// does not own it considers computing it again (duplicating it).
+struct DuplicationFacts {
+  int num_users = 0;       // users of the producer (any fusion, or none)
+  bool is_output = false;  // a graph output: materialized whatever fuses it
+  // Computed from no runtime value (a constant, an iota, or a broadcast-in-dim/
+  // reshape/convert of one, e.g. the splat of a layer norm's element count).
+  bool from_constants = false;
+  // Every user is a fusible node that may compute the producer (CanFuse): when
+  // each takes its copy, the producer is never written to memory.
+  bool all_users_fuse = false;
+  // Bytes a copy of the producer reads from memory: its operands' bytes, seen
+  // through broadcast-in-dim / reshape / convert (a row of `mean` broadcast to
+  // a matrix reads the row) and 0 for constants and iotas.
+  double read_bytes = 0;
+};
+
+// Whether `producer` may be recomputed inside a consumer fusion (duplicated):
+//  - a cheap data-movement producer (constant, iota, broadcast-in-dim,
+//    reshape, convert) with at most kMaxDuplicateUsers users, or any number
+//    when `from_constants` (recomputing it is free, materializing it costs a
+//    kernel and a read per use);
+//  - plain arithmetic (elementwise, element cost below kExpensiveCost: add,
+//    subtract, multiply, negate, max, select, compare, ...) when it is not a
+//    graph output, every user fuses it, it has at most kMaxDuplicateUsers
+//    users, and the copies read no more than materializing it moves:
+//    (users - 1) * read_bytes <= (users + 1) * result bytes (a kernel that
+//    reads its operands and writes the result, then one read per user). A
+//    layer norm's x_hat = (x - mean) * rstd read by its backward's row and
+//    column kernels is recomputed in both instead of written and read back.
+//    The same rule is XLA's instruction fusion's (duplicate cheap producers
+//    when every consumer fuses them and memory traffic does not grow).
+// A reduction and an expensive producer (transcendental, divide) never are.
+FusionDecision ShouldDuplicate(const Node& producer, const DuplicationFacts& facts);
 
 // At most this many reductions in one row fusion (each is one pass over a
 // row of the input; the row kernel recomputes values used by several passes).

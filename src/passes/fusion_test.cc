@@ -817,6 +817,111 @@ TEST(FusionTest, ConstantSplatsAreDuplicatedBeyondTheBound) {
   ExpectSameValues(before, g);
 }
 
+// LayerNorm backward's x_hat = (x - mean) * rstd is read by the row kernel of
+// dx (through a row sum) and by the column sum of dweight. Both recompute it
+// from x (ShouldDuplicate: plain arithmetic that every user fuses, its copies
+// reading no more than materializing it would move): two kernels, and no
+// kernel writes x_hat.
+TEST(FusionTest, ArithmeticReadByRowAndColumnKernelsIsRecomputedInBoth) {
+  ExpectFusion(R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4], %p3: f32[4]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4] parameter(2)
+  %3 = f32[4] parameter(3)
+  %4 = f32[4,8] broadcast-in-dim(%2), dimensions={0}
+  %5 = f32[4,8] broadcast-in-dim(%3), dimensions={0}
+  %6 = f32[4,8] subtract(%1, %4)
+  %7 = f32[4,8] multiply(%6, %5)
+  %8 = f32[4,8] multiply(%0, %7)
+  %9 = f32[4] reduce(%8), dimensions={1}, to_apply=add
+  %10 = f32[4,8] broadcast-in-dim(%9), dimensions={0}
+  %11 = f32[4,8] multiply(%7, %10)
+  %12 = f32[4,8] subtract(%0, %11)
+  %13 = f32[8] reduce(%8), dimensions={0}, to_apply=add
+  ROOT (%12, %13)
+}
+)",
+               R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4], %p3: f32[4]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4] parameter(2)
+  %3 = f32[4] parameter(3)
+  %4 = f32[4,8] fusion(%2, %3, %1, %0), calls=fused_bcast_sub_mul_reduce_0, kind=row
+  %5 = f32[8] fusion(%2, %3, %1, %0), calls=fused_bcast_sub_mul_reduce_1, kind=input
+  ROOT (%4, %5)
+}
+
+graph fused_bcast_sub_mul_reduce_0(%p0: f32[4], %p1: f32[4], %p2: f32[4,8], %p3: f32[4,8]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4] parameter(1)
+  %2 = f32[4,8] parameter(2)
+  %3 = f32[4,8] parameter(3)
+  %4 = f32[4,8] broadcast-in-dim(%0), dimensions={0}
+  %5 = f32[4,8] broadcast-in-dim(%1), dimensions={0}
+  %6 = f32[4,8] subtract(%2, %4)
+  %7 = f32[4,8] multiply(%6, %5)
+  %8 = f32[4,8] multiply(%3, %7)
+  %9 = f32[4] reduce(%8), dimensions={1}, to_apply=add
+  %10 = f32[4,8] broadcast-in-dim(%9), dimensions={0}
+  %11 = f32[4,8] multiply(%7, %10)
+  %12 = f32[4,8] subtract(%3, %11)
+  ROOT (%12)
+}
+
+graph fused_bcast_sub_mul_reduce_1(%p0: f32[4], %p1: f32[4], %p2: f32[4,8], %p3: f32[4,8]) {
+  %0 = f32[4] parameter(0)
+  %1 = f32[4] parameter(1)
+  %2 = f32[4,8] parameter(2)
+  %3 = f32[4,8] parameter(3)
+  %4 = f32[4,8] broadcast-in-dim(%0), dimensions={0}
+  %5 = f32[4,8] broadcast-in-dim(%1), dimensions={0}
+  %6 = f32[4,8] subtract(%2, %4)
+  %7 = f32[4,8] multiply(%6, %5)
+  %8 = f32[4,8] multiply(%3, %7)
+  %9 = f32[8] reduce(%8), dimensions={0}, to_apply=add
+  ROOT (%9)
+}
+)",
+               {});
+}
+
+// Plain arithmetic is duplicated only when that moves no more bytes than
+// materializing it, every user fuses it, and it is not a graph output.
+TEST(FusionTest, ArithmeticDuplicationBounds) {
+  Graph g = ParseOrDie(R"(graph g(%p0: f32[64], %p1: f32[64]) {
+  %0 = f32[64] parameter(0)
+  %1 = f32[64] parameter(1)
+  %2 = f32[64] add(%0, %1)
+  ROOT (%2)
+})");
+  const Node& add = g.node(2);
+  DuplicationFacts f;
+  f.all_users_fuse = true;
+  f.read_bytes = 2 * 64 * 4;  // two operands of the result's size
+  // (users - 1) * 512 <= (users + 1) * 256: up to 3 users.
+  f.num_users = 3;
+  EXPECT_TRUE(ShouldDuplicate(add, f).ok);
+  f.num_users = 4;
+  EXPECT_EQ(ShouldDuplicate(add, f).reason,
+            "arithmetic producer add %2 has 4 users; its copies would read 2048 bytes, more "
+            "than materializing it moves (1792)");
+  f.num_users = 2;
+  f.all_users_fuse = false;
+  EXPECT_EQ(ShouldDuplicate(add, f).reason,
+            "arithmetic producer add %2 has 2 users, not all of which fuse it; it is "
+            "materialized, so it is not also recomputed");
+  f.all_users_fuse = true;
+  f.is_output = true;
+  EXPECT_EQ(ShouldDuplicate(add, f).reason,
+            "arithmetic producer add %2 is a graph output (and has 2 users); it is "
+            "materialized, so it is not also recomputed");
+  f.is_output = false;
+  f.num_users = kMaxDuplicateUsers + 1;
+  f.read_bytes = 64 * 4;
+  EXPECT_EQ(ShouldDuplicate(add, f).reason,
+            "arithmetic producer add %2 has 9 users, more than the duplication bound 8");
+}
+
 TEST(FusionTest, LegalityAndCostPredicates) {
   Graph g = ParseOrDie(R"(graph g(%p0: f32[4], %p1: c64[4]) {
   %0 = f32[4] parameter(0)
@@ -835,7 +940,7 @@ TEST(FusionTest, LegalityAndCostPredicates) {
   EXPECT_EQ(CanFuse(g, 3, 4).ok, true);
   EXPECT_EQ(ElementCost(g.node(3)), 20);
   EXPECT_TRUE(IsExpensive(g.node(4)));
-  EXPECT_FALSE(ShouldDuplicate(g.node(3), 2, false).ok);
+  EXPECT_FALSE(ShouldDuplicate(g.node(3), DuplicationFacts{2}).ok);
   EXPECT_TRUE(CanRecompute(g.node(3), 4).ok);
   EXPECT_FALSE(CanRecompute(g.node(3), 5).ok);
   // Row fusions: once per pass over the row.
@@ -881,7 +986,9 @@ TEST(FusionTest, ACheckpointRecomputeFusesApartFromTheForward) {
   // Forward t = tanh(x * w); backward anchor a = slice(g * g); recompute
   // tanh(gte(barrier(x, a)) * w) * (g * g). The forward and the recompute are
   // separate fusions; the barrier and its get-tuple-elements stay outside every
-  // fusion, and the recompute's fusion reads the barrier's output, not x.
+  // fusion, and the recompute's fusion reads the barrier's output, not x. The
+  // cheap g * g read by both the anchor and the recompute is computed in each
+  // (ShouldDuplicate: plain arithmetic every user fuses), never materialized.
   ExpectFusion(
       R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
@@ -904,12 +1011,11 @@ TEST(FusionTest, ACheckpointRecomputeFusesApartFromTheForward) {
   %1 = f32[4,8] parameter(1)
   %2 = f32[4,8] parameter(2)
   %3 = f32[4,8] fusion(%0, %1), calls=fused_mul_tanh_0, kind=loop
-  %4 = f32[4,8] fusion(%2), calls=fused_mul_1, kind=loop
-  %5 = f32[1,1] fusion(%4), calls=fused_slice_2, kind=loop
-  %6 = (f32[4,8], f32[1,1]) optimization-barrier(%0, %5)
-  %7 = f32[4,8] get-tuple-element(%6), index=0
-  %8 = f32[4,8] fusion(%7, %1, %4), calls=fused_mul_tanh_3, kind=loop
-  ROOT (%3, %8)
+  %4 = f32[1,1] fusion(%2), calls=fused_mul_slice_1, kind=loop
+  %5 = (f32[4,8], f32[1,1]) optimization-barrier(%0, %4)
+  %6 = f32[4,8] get-tuple-element(%5), index=0
+  %7 = f32[4,8] fusion(%2, %6, %1), calls=fused_mul_tanh_2, kind=loop
+  ROOT (%3, %7)
 }
 
 graph fused_mul_tanh_0(%p0: f32[4,8], %p1: f32[4,8]) {
@@ -920,33 +1026,25 @@ graph fused_mul_tanh_0(%p0: f32[4,8], %p1: f32[4,8]) {
   ROOT (%3)
 }
 
-graph fused_mul_1(%p0: f32[4,8]) {
+graph fused_mul_slice_1(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4,8] multiply(%0, %0)
-  ROOT (%1)
+  %2 = f32[1,1] slice(%1), limit={1,1}, start={0,0}, stride={1,1}
+  ROOT (%2)
 }
 
-graph fused_slice_2(%p0: f32[4,8]) {
-  %0 = f32[4,8] parameter(0)
-  %1 = f32[1,1] slice(%0), limit={1,1}, start={0,0}, stride={1,1}
-  ROOT (%1)
-}
-
-graph fused_mul_tanh_3(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+graph fused_mul_tanh_2(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4,8] parameter(1)
   %2 = f32[4,8] parameter(2)
-  %3 = f32[4,8] multiply(%0, %1)
-  %4 = f32[4,8] tanh(%3)
-  %5 = f32[4,8] multiply(%2, %4)
-  ROOT (%5)
+  %3 = f32[4,8] multiply(%0, %0)
+  %4 = f32[4,8] multiply(%1, %2)
+  %5 = f32[4,8] tanh(%4)
+  %6 = f32[4,8] multiply(%3, %5)
+  ROOT (%6)
 }
 )",
-      {"refuse %8 -> %9: nothing fuses across an optimization-barrier (optimization-barrier %7)",
-       "refuse %5 -> %11: multiply %5 has 2 users; only constant, iota, broadcast-in-dim, reshape "
-       "and convert are duplicated",
-       "refuse %5 -> %6: multiply %5 has 2 users; only constant, iota, broadcast-in-dim, reshape "
-       "and convert are duplicated"});
+      {"refuse %8 -> %9: nothing fuses across an optimization-barrier (optimization-barrier %7)"});
 }
 
 }  // namespace

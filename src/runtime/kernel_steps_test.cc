@@ -178,10 +178,10 @@ TEST(KernelSteps, MergedFusionsGoByLevel) {
   %0 = f32[16,8] parameter(0)
   %1 = f32[8] parameter(1)
   %2 = f32[8,4] parameter(2)
-  %3 = f32[16,8] abs(%0)
+  %3 = f32[16,8] tanh(%0)
   %4 = f32[] reduce(%3), dimensions={0,1}, to_apply=add
   %5 = f32[] reduce(%3), dimensions={0,1}, to_apply=maximum
-  %6 = f32[8] abs(%1)
+  %6 = f32[8] tanh(%1)
   %7 = f32[] reduce(%6), dimensions={0}, to_apply=add
   %8 = f32[] reduce(%6), dimensions={0}, to_apply=maximum
   %9 = f32[16,8] exponential(%3)
@@ -202,9 +202,10 @@ TEST(KernelSteps, MergedFusionsGoByLevel) {
     if (s.kind == StepKind::kKernel) widths.push_back(s.writes.size());
     kinds += s.kind == StepKind::kKernel ? "K" : s.kind == StepKind::kExtern ? "E" : "I";
   }
-  // Fusions: |x|, sum, max, |y|, sum, max, exp(|x|) (read by the dot), and
-  // the two negates. Level 0: both abs; level 1: the four reductions and
-  // the exp; the dot reads the exp, so both sets run before it; then the
+  // Fusions: tanh(x), sum, max, tanh(y), sum, max, exp(tanh(x)) (read by the
+  // dot), and the two negates (tanh is expensive: materialized, not
+  // recomputed by its readers). Level 0: both tanh; level 1: the four
+  // reductions and the exp; the dot reads the exp, so both sets run before it; then the
   // negates (%11 reads the dot) share one kernel.
   EXPECT_EQ(kinds, "KKEK");
   EXPECT_EQ(widths, (std::vector<size_t>{2, 5, 2}));
