@@ -295,6 +295,10 @@ int backend_from_env();  // $EMBER_BACKEND: cpu (default), interpreter, aten (ba
 // Queues (or, without async_execution, runs) one program computing every pending value.
 // Raises an error of an earlier queued program that nothing has reported yet.
 void sync(const std::string& reason);
+// sync() before the caller waits for one of its values (a value read): with nothing
+// else queued, a short program runs on the calling thread (docs/architecture.md,
+// "Execution model").
+void sync_for_read(const std::string& reason);
 // sync(), then waits until every queued program has run.
 void sync_and_wait(const std::string& reason);
 void maybe_sync_early();

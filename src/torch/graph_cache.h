@@ -6,6 +6,7 @@
 // recompile log and the figures of the graph the last sync ran.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct CompiledGraph {
   std::shared_ptr<AtenExecutable> aten;
   std::shared_ptr<LoweredProgram> lowered;
   GraphStats stats;
+  // Wall time of its last run in microseconds (negative before the first): a sync whose
+  // caller waits for it runs a short program on the calling thread (sync.cpp).
+  mutable std::atomic<double> last_run_us{-1};
 };
 
 // The compiled graph for `g` on `backend` from memory (*memory_hit set), or compiled

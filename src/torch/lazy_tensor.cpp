@@ -353,7 +353,7 @@ at::Tensor materialize(const at::Tensor& inner) {
     std::lock_guard<std::mutex> g(g_mu);
     pending = s.ir.has_value();
   }
-  if (pending) sync("value read");
+  if (pending) sync_for_read("value read");
   FuturePtr f;
   {
     std::lock_guard<std::mutex> g(g_mu);

@@ -348,6 +348,7 @@ std::exception_ptr execute(const CompiledGraph& entry, LazyGraph& g, const Roots
     run_aten(*entry.aten, g, outputs, failed, first_error);
   }
   const double run_us = us_since(tr);
+  entry.last_run_us.store(run_us, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> mg(metrics().mu);
     metrics().execute_seconds += run_us * 1e-6;
@@ -393,9 +394,28 @@ std::exception_ptr run_job(Job& job, const std::shared_ptr<std::atomic<bool>>& r
   return e;
 }
 
+// Runs a job as the worker does: its error is noted, raised by the first read of an
+// affected tensor or by the next sync.
+void run_queued_job(Job& job) {
+  auto reported = std::make_shared<std::atomic<bool>>(false);
+  std::exception_ptr e = run_job(job, reported);
+  // A run cancelled by Ctrl-C: the KeyboardInterrupt the wait raised told the user.
+  if (e && ExecutionQueue::on_worker() && ExecutionQueue::get().cancel_flag()->load())
+    reported->store(true);
+  if (e) note_error(e, reported);
+}
+
+// A program whose caller waits for it at once (ember.sync(), a value read), with nothing
+// else queued, runs on the calling thread when its last run took less than this: handing
+// it to the worker costs two thread wake-ups (the worker's, then the waiter's; ~0.1 ms
+// each on the 2-core VM), as much as a small program. A longer one goes to the worker,
+// where the wait for it is interruptible (Ctrl-C cancels it between steps).
+constexpr double kInlineRunUs = 10000;
+
 // The sync proper; with `capture` (torch.compile's first call) the program runs here and
-// the capture receives it; `wait`: then waits until every queued program has run.
-void sync_impl(const std::string& reason, SyncCapture* capture, bool wait) {
+// the capture receives it; `caller_waits`: the caller waits for this sync's program next
+// (a value read, or `wait`); `wait`: then waits until every queued program has run.
+void sync_impl(const std::string& reason, SyncCapture* capture, bool caller_waits, bool wait) {
   // An earlier program's error nothing has raised yet: raised here, before anything new
   // is claimed (the pending states stay pending).
   if (std::exception_ptr e = take_unreported()) std::rethrow_exception(e);
@@ -446,16 +466,17 @@ void sync_impl(const std::string& reason, SyncCapture* capture, bool wait) {
           capture->roots = job->roots;
           capture->graph = std::move(job->g);
         }
+      } else if (caller_waits && queue.done(job->id - 1) &&
+                 job->entry->last_run_us.load(std::memory_order_relaxed) >= 0 &&
+                 job->entry->last_run_us.load(std::memory_order_relaxed) < kInlineRunUs) {
+        run_queued_job(*job);  // the queue is idle: the job runs here, as the worker would
+        queue.mark_done(job->id);
       } else {
         // The worker runs the job under the syncing thread's ATen thread-local state
         // (profiler, debug info, dispatch keys, grad mode), as the sync would have.
         queue.enqueue(job->id, [job, tls = at::ThreadLocalState()] {
           at::ThreadLocalStateGuard tls_guard(tls);
-          auto reported = std::make_shared<std::atomic<bool>>(false);
-          std::exception_ptr e = run_job(*job, reported);
-          // A run cancelled by Ctrl-C: the KeyboardInterrupt the wait raised told the user.
-          if (e && ExecutionQueue::get().cancel_flag()->load()) reported->store(true);
-          if (e) note_error(e, reported);
+          run_queued_job(*job);
         });
       }
     }
@@ -470,14 +491,16 @@ void sync_impl(const std::string& reason, SyncCapture* capture, bool wait) {
 }  // namespace
 
 void sync_and_capture(const std::string& reason, SyncCapture* capture) {
-  sync_impl(reason, capture, /*wait=*/false);
+  sync_impl(reason, capture, /*caller_waits=*/false, /*wait=*/false);
 }
 
 std::mutex& sync_mutex() { return g_sync_mu; }
 
-void sync(const std::string& reason) { sync_impl(reason, nullptr, /*wait=*/false); }
+void sync(const std::string& reason) { sync_impl(reason, nullptr, false, /*wait=*/false); }
 
-void sync_and_wait(const std::string& reason) { sync_impl(reason, nullptr, /*wait=*/true); }
+void sync_for_read(const std::string& reason) { sync_impl(reason, nullptr, true, false); }
+
+void sync_and_wait(const std::string& reason) { sync_impl(reason, nullptr, true, /*wait=*/true); }
 
 void maybe_sync_early() {
   int64_t cap = config().max_pending_ops.load();
