@@ -359,6 +359,55 @@ def test_keyboard_interrupt_abandons_the_step_and_the_next_one_runs():
     assert "w intact True" in out, out
 
 
+def _finishes_while_the_queue_is_paused(fn, within=60.0):
+    """Whether fn() returns within `within` seconds with the queue paused (a program
+    handed to the worker waits until the queue is resumed)."""
+    done = threading.Event()
+    result = {}
+
+    def body():
+        result["value"] = fn()
+        done.set()
+
+    ember._C._pause_queue(True)
+    try:
+        t = threading.Thread(target=body)
+        t.start()
+        finished = done.wait(within)
+    finally:
+        ember._C._pause_queue(False)
+    t.join()
+    return finished, result.get("value")
+
+
+def test_a_waited_short_program_runs_on_the_calling_thread(async_mode):
+    """ember.sync() and a value read wait for their program anyway: with nothing else
+    queued, a program whose last run was short runs on the calling thread (no hand-off
+    to the worker), with the queue's results. A program never run before goes to the
+    worker."""
+    ember.config.async_execution = True
+    x = torch.randn(16, 16)
+    xd = x.to(DEV)
+    ember.sync()
+
+    def step():
+        return torch.tanh(xd @ xd.t()) + 1
+
+    first = step()
+    finished, _ = _finishes_while_the_queue_is_paused(lambda: first.cpu(), within=0.5)
+    assert not finished  # first run of this graph: handed to the worker
+    close(first, torch.tanh(x @ x.t()) + 1)
+    y = step()
+    finished, _ = _finishes_while_the_queue_is_paused(lambda: ember.sync())
+    assert finished  # ran here: the queue is paused
+    close(y, torch.tanh(x @ x.t()) + 1)
+    z = step()
+    finished, value = _finishes_while_the_queue_is_paused(lambda: z.cpu())
+    assert finished
+    close(value, torch.tanh(x @ x.t()) + 1)
+    assert ember._C.queued_programs() == 0
+
+
 def test_async_off_runs_each_program_inside_its_sync(async_mode):
     ember.config.async_execution = False
     ember._C._pause_queue(True)  # nothing may go through the queue
