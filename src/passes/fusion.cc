@@ -237,7 +237,10 @@ class FusionBuilder {
       *absorb = true;
       return FusionDecision::Yes();
     }
-    FusionDecision dup = ShouldDuplicate(pn, DuplicationFactsOf(p));
+    DuplicationFacts facts = DuplicationFactsOf(p);
+    const double elems = Elements(pn.shape);
+    facts.evaluations_per_element = elems > 0 ? evals / elems / c.analysis.row_passes() : 0;
+    FusionDecision dup = ShouldDuplicate(pn, facts);
     if (!dup) return dup;
     for (NodeId y : pn.operands) {
       if (!Materialized(y)) {
@@ -267,10 +270,17 @@ class FusionBuilder {
     for (NodeId u : users_[p]) f.all_users_fuse = f.all_users_fuse && CanFuse(g_, p, u).ok;
     std::unordered_set<NodeId> seen;
     for (NodeId y : pn.operands) {
+      // Shared: the value, or a broadcast / reshape / convert of it on the way, has
+      // several users (a convert read by every layer makes its operand shared).
+      bool shared = false;
       while (g_.node(y).op == OpKind::kBroadcastInDim || g_.node(y).op == OpKind::kReshape ||
-             g_.node(y).op == OpKind::kConvert)
+             g_.node(y).op == OpKind::kConvert) {
+        shared = shared || users_[y].size() > 1;
         y = g_.node(y).operands[0];
+      }
       const Node& yn = g_.node(y);
+      shared = shared || users_[y].size() > 1;
+      if (IsElementwise(yn.op) && !IsExpensive(yn) && shared) f.shared_operand = y;
       if (!seen.insert(y).second || constant_like(yn) || yn.shape.is_tuple()) continue;
       f.read_bytes += static_cast<double>(yn.shape.byte_size());
     }

@@ -60,6 +60,17 @@ FusionDecision ShouldDuplicate(const Node& p, const DuplicationFacts& f) {
        << "; it is materialized, so it is not also recomputed";
     return FusionDecision::No(os.str());
   }
+  if (f.shared_operand != kInvalidNode) {
+    os << "arithmetic producer " << Label(p) << " " << users << "; its operand %"
+       << f.shared_operand << " is arithmetic with several users (recomputing both would "
+       << "recompute their chain in every consumer)";
+    return FusionDecision::No(os.str());
+  }
+  if (f.evaluations_per_element > 1 + 1e-9) {
+    os << "arithmetic producer " << Label(p) << " " << users << "; a broadcast would evaluate it "
+       << f.evaluations_per_element << " times per element";
+    return FusionDecision::No(os.str());
+  }
   const double out_bytes = static_cast<double>(p.shape.is_tuple() ? 0 : p.shape.byte_size());
   if ((f.num_users - 1) * f.read_bytes > (f.num_users + 1) * out_bytes) {
     os << "arithmetic producer " << Label(p) << " " << users << "; its copies would read "

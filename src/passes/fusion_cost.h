@@ -45,6 +45,16 @@ struct DuplicationFacts {
   // through broadcast-in-dim / reshape / convert (a row of `mean` broadcast to
   // a matrix reads the row) and 0 for constants and iotas.
   double read_bytes = 0;
+  // An operand (seen through broadcast-in-dim / reshape / convert) that is plain
+  // arithmetic with several users, itself or through one of those ops on the
+  // way (a convert every layer reads), or kInvalidNode: recomputing the producer
+  // would recompute that operand too, so a chain (a residual stream, each
+  // layer's sum read by the next) would be recomputed from its start in every
+  // consumer.
+  NodeId shared_operand = kInvalidNode;
+  // How many times a copy computes each element, per pass over the rows (more
+  // than 1 when a broadcast in the consumer replicates it).
+  double evaluations_per_element = 1;
 };
 
 // Whether `producer` may be recomputed inside a consumer fusion (duplicated):
@@ -60,6 +70,9 @@ struct DuplicationFacts {
 //    reads its operands and writes the result, then one read per user). A
 //    layer norm's x_hat = (x - mean) * rstd read by its backward's row and
 //    column kernels is recomputed in both instead of written and read back.
+//    Not when an operand is itself arithmetic with several users (the chain
+//    would be recomputed from its start) or when a broadcast in the consumer
+//    would evaluate it more than once per element (per pass of a row fusion).
 //    The same rule is XLA's instruction fusion's (duplicate cheap producers
 //    when every consumer fuses them and memory traffic does not grow).
 // A reduction and an expensive producer (transcendental, divide) never are.

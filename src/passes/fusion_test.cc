@@ -823,6 +823,9 @@ TEST(FusionTest, ConstantSplatsAreDuplicatedBeyondTheBound) {
 // reading no more than materializing it would move): two kernels, and no
 // kernel writes x_hat.
 TEST(FusionTest, ArithmeticReadByRowAndColumnKernelsIsRecomputedInBoth) {
+  // dx = dy - x_hat * rowsum(dy * x_hat) (a row fusion); dweight = colsum(dy *
+  // x_hat) (an input fusion), each with its own product, as autograd traces
+  // them.
   ExpectFusion(R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4], %p3: f32[4]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4,8] parameter(1)
@@ -837,8 +840,9 @@ TEST(FusionTest, ArithmeticReadByRowAndColumnKernelsIsRecomputedInBoth) {
   %10 = f32[4,8] broadcast-in-dim(%9), dimensions={0}
   %11 = f32[4,8] multiply(%7, %10)
   %12 = f32[4,8] subtract(%0, %11)
-  %13 = f32[8] reduce(%8), dimensions={0}, to_apply=add
-  ROOT (%12, %13)
+  %13 = f32[4,8] multiply(%0, %7)
+  %14 = f32[8] reduce(%13), dimensions={0}, to_apply=add
+  ROOT (%12, %14)
 }
 )",
                R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4], %p3: f32[4]) {
@@ -885,6 +889,70 @@ graph fused_bcast_sub_mul_reduce_1(%p0: f32[4], %p1: f32[4], %p2: f32[4,8], %p3:
                {});
 }
 
+// A residual stream: h1 = x + a, h2 = h1 + b, each read by a row kernel (its
+// layer norm) and by the next sum. h1 is recomputed by its readers, but h2 is
+// not (recomputing it would recompute h1 too: the whole stream, in every
+// consumer, as the layers grow): h2 is one kernel, read by its consumers.
+TEST(FusionTest, AChainOfSharedArithmeticIsNotRecomputedFromItsStart) {
+  ExpectFusion(R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] parameter(2)
+  %3 = f32[4,8] add(%0, %1)
+  %4 = f32[4] reduce(%3), dimensions={1}, to_apply=add
+  %5 = f32[4,8] add(%3, %2)
+  %6 = f32[4] reduce(%5), dimensions={1}, to_apply=add
+  %7 = f32[4,8] negate(%5)
+  ROOT (%4, %6, %7)
+}
+)",
+               R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] parameter(2)
+  %3 = f32[4] fusion(%0, %1), calls=fused_add_reduce_0, kind=row
+  %4 = f32[4,8] fusion(%0, %1, %2), calls=fused_add_1, kind=loop
+  %5 = f32[4] fusion(%4), calls=fused_reduce_2, kind=row
+  %6 = f32[4,8] fusion(%4), calls=fused_neg_3, kind=loop
+  ROOT (%3, %5, %6)
+}
+
+graph fused_add_reduce_0(%p0: f32[4,8], %p1: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] add(%0, %1)
+  %3 = f32[4] reduce(%2), dimensions={1}, to_apply=add
+  ROOT (%3)
+}
+
+graph fused_add_1(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] parameter(2)
+  %3 = f32[4,8] add(%0, %1)
+  %4 = f32[4,8] add(%3, %2)
+  ROOT (%4)
+}
+
+graph fused_reduce_2(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
+  ROOT (%1)
+}
+
+graph fused_neg_3(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,8] negate(%0)
+  ROOT (%1)
+}
+)",
+               {"refuse %5 -> %7: arithmetic producer add %5 has 2 users; its operand %3 is "
+                "arithmetic with several users (recomputing both would recompute their chain in "
+                "every consumer)",
+                "refuse %5 -> %6: arithmetic producer add %5 has 2 users, not all of which fuse "
+                "it; it is materialized, so it is not also recomputed"});
+}
+
 // Plain arithmetic is duplicated only when that moves no more bytes than
 // materializing it, every user fuses it, and it is not a graph output.
 TEST(FusionTest, ArithmeticDuplicationBounds) {
@@ -916,6 +984,11 @@ TEST(FusionTest, ArithmeticDuplicationBounds) {
             "arithmetic producer add %2 is a graph output (and has 2 users); it is "
             "materialized, so it is not also recomputed");
   f.is_output = false;
+  f.evaluations_per_element = 4;
+  EXPECT_EQ(ShouldDuplicate(add, f).reason,
+            "arithmetic producer add %2 has 2 users; a broadcast would evaluate it 4 times per "
+            "element");
+  f.evaluations_per_element = 1;
   f.num_users = kMaxDuplicateUsers + 1;
   f.read_bytes = 64 * 4;
   EXPECT_EQ(ShouldDuplicate(add, f).reason,
