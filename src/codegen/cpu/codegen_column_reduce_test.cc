@@ -88,8 +88,10 @@ Literal Arg(const Shape& xs, ReduceKind kind, std::mt19937_64& rng, bool special
   return RandomLiteral(xs, rng, sp);
 }
 
+// `runs`: when >= 0, the rows split into that many runs (0: not split).
 void CheckColumns(DType t, ReduceKind kind, const std::vector<int64_t>& dims,
-                  const std::vector<int64_t>& red, bool fused, bool specials = false) {
+                  const std::vector<int64_t>& red, bool fused, bool specials = false,
+                  int runs = -1) {
   SCOPED_TRACE(std::string(DTypeName(t)) + " " + Shape(t, dims).ToString() + " reduce " +
                std::to_string(static_cast<int>(kind)) + (fused ? " fused" : ""));
   TempDir dir;
@@ -100,6 +102,13 @@ void CheckColumns(DType t, ReduceKind kind, const std::vector<int64_t>& dims,
   ASSERT_TRUE(col.k && ref.k);
   EXPECT_NE(col.source.find("(reduce, columns of "), std::string::npos) << col.source;
   EXPECT_EQ(ref.source.find("columns of"), std::string::npos);
+  if (runs == 0) {
+    EXPECT_EQ(col.source.find(" runs)"), std::string::npos) << col.source;
+  }
+  if (runs > 0) {
+    EXPECT_NE(col.source.find(", rows in " + std::to_string(runs) + " runs)"), std::string::npos)
+        << col.source;
+  }
   const Literal arg = Arg(xs, kind, rng, specials);
   auto got = RunKernel(*col.k, {arg});
   auto par = RunKernel(*col.k, {arg}, ThreadParallelFor(3));
@@ -162,6 +171,22 @@ TEST(CodegenColumnReduce, F32SumMatchesPerOutputLoopBitForBit) {
   // Chunks (256 rows) up to a deep binary counter: 70000 / 256 = 274 pushes.
   CheckColumns(DType::kF32, ReduceKind::kAdd, {70000, 8}, {0}, false);
   CheckColumns(DType::kF32, ReduceKind::kAdd, {257, 65}, {0}, true);
+}
+
+// Few column blocks (LayerNorm's 128 features, a bias of 8): the rows split
+// into aligned runs of chunks whose partial results the finishing phase
+// pushes at their level, then the rest of the rows: the unsplit loop's bits
+// (serial and on 3 threads), with a rest of whole chunks and of a partial
+// block, a reduced middle dim, f64 lanes, products; not split below two runs
+// or for a max.
+TEST(CodegenColumnReduce, RowRunsGiveTheUnsplitBits) {
+  CheckColumns(DType::kF32, ReduceKind::kAdd, {4096, 128}, {0}, true, false, /*runs=*/4);
+  CheckColumns(DType::kF32, ReduceKind::kAdd, {70000, 8}, {0}, false, false, /*runs=*/8);
+  CheckColumns(DType::kF32, ReduceKind::kAdd, {6, 3000, 24}, {1}, true, false, /*runs=*/2);
+  CheckColumns(DType::kF64, ReduceKind::kAdd, {5000, 3}, {0}, false, false, /*runs=*/9);
+  CheckColumns(DType::kF32, ReduceKind::kMultiply, {512, 300}, {0}, false, false, /*runs=*/2);
+  CheckColumns(DType::kF32, ReduceKind::kAdd, {1000, 100}, {0}, false, false, /*runs=*/0);
+  CheckColumns(DType::kF32, ReduceKind::kMaximum, {70000, 8}, {0}, false, false, /*runs=*/0);
 }
 
 TEST(CodegenColumnReduce, SmallF32SumsUseTheExactTree) {

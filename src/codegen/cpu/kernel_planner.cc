@@ -137,7 +137,11 @@ LKernel KernelPlanner::Plan() {
       ph += (k ? ", %" : "%") + std::to_string(phases_[k].node) + also +
             (g_.node(phases_[k].node).op == OpKind::kReduce
                  ? (phases_[k].col_width > 0
-                        ? " (reduce, columns of " + std::to_string(phases_[k].col_width) + ")"
+                        ? " (reduce, columns of " + std::to_string(phases_[k].col_width) +
+                              (phases_[k].parts > 0
+                                   ? ", rows in " + std::to_string(phases_[k].parts) + " runs"
+                                   : std::string()) +
+                              ")"
                         : " (reduce)")
                  : "") +
             " -> " + phases_[k].dest_text;
@@ -152,7 +156,13 @@ void KernelPlanner::PlanPhases() {
   row_ = PlanRows();
   if (row_.ok) {  // one phase over the rows (plan_rows.cc)
     const int64_t work = row_.K * static_cast<int64_t>(row_.reduces.size() + 1);
-    phases_.push_back({outs[0], -1, "rows", row_.rows, std::max<int64_t>(1, kGrainWork / work)});
+    Phase ph;
+    ph.node = outs[0];
+    ph.dest = -1;
+    ph.dest_text = "rows";
+    ph.count = row_.rows;
+    ph.grain = std::max<int64_t>(1, kGrainWork / work);
+    phases_.push_back(ph);
     return;
   }
   // Every reduce and scatter is materialized: into the first output that is
@@ -184,7 +194,10 @@ void KernelPlanner::PlanPhases() {
     if (n.op == OpKind::kReduce) {
       work = std::max<int64_t>(
           1, g_.node(n.operands[0]).shape.num_elements() / std::max<int64_t>(1, count));
-      ph.col_width = ColumnWidth(n);
+      const ColumnPlanInfo cp = ColumnPlan(n);
+      ph.col_width = cp.width;
+      ph.parts = cp.parts;
+      ph.part_level = cp.part_level;
       if (ph.col_width > 0) {  // work items: blocks of col_width columns (plan_reduce.cc)
         const int64_t cols = n.shape.dim(n.shape.rank() - 1);
         ph.count = count / cols * ((cols + ph.col_width - 1) / ph.col_width);
@@ -193,14 +206,27 @@ void KernelPlanner::PlanPhases() {
     }
     ph.grain = std::max<int64_t>(1, kGrainWork / work);
     if (n.op == OpKind::kScatter) ph.grain = 1;  // row blocks: one per chunk
+    // A split column reduce's partial results: one value per run and output element.
+    auto partials = [&](Phase* into) {
+      if (ph.parts == 0) return;
+      LBuffer pb;
+      pb.kind = LBuffer::kTemp;
+      pb.slot = static_cast<int>(k_.temp_bytes.size());
+      pb.type = n.shape.dtype();
+      pb.name = "part" + std::to_string(n.id);
+      into->partials.push_back(AddBuffer(&k_, pb));
+      k_.temp_bytes.push_back(ph.parts * n.shape.byte_size());
+    };
     if (ph.col_width > 0 && !phases_.empty() && ColumnSiblings(phases_.back(), n)) {
       phases_.back().siblings.push_back(n.id);
       LBuffer sb = k_.buffers[ph.dest];  // a name of its own in the shared phase
       sb.name = "out" + std::to_string(n.id);
       phases_.back().sibling_dests.push_back(AddBuffer(&k_, sb));
       phases_.back().dest_text += "+" + ph.dest_text;
+      partials(&phases_.back());
       continue;
     }
+    partials(&ph);
     phases_.push_back(ph);
   }
   for (size_t j = 0; j < outs.size(); ++j) {
@@ -231,14 +257,27 @@ void KernelPlanner::BuildPhase(int k) {
       ctx_.materialized[p.siblings[j]] = AddBuffer(&k_, sb);
     }
   }
-  ctx_.scalars.clear();
-  ctx_.row_buffers.clear();
-  ctx_.f32_muladds.clear();
-  phase_sites_.clear();
-  k_.phases.emplace_back();
-  LFunction& f = k_.phases.back();
-  f.name = "ember_phase_" + std::to_string(k);
   const Node& n = g_.node(ph.node);
+  auto start_function = [&](const std::string& name) -> LFunction& {
+    ctx_.scalars.clear();
+    ctx_.row_buffers.clear();
+    ctx_.f32_muladds.clear();
+    phase_sites_.clear();
+    k_.phases.emplace_back();
+    k_.phases.back().name = name;
+    return k_.phases.back();
+  };
+  if (ph.parts > 0 && ph.count > 0) {
+    // A split column reduce: its runs first (plan_reduce.cc).
+    LFunction& pf = start_function("ember_phase_" + std::to_string(k) + "_runs");
+    pf.comment = "Phase " + std::to_string(k) + ", runs: %" + std::to_string(ph.node) +
+                 " reduce, " + std::to_string(ph.parts) + " runs of " +
+                 std::to_string(int64_t{1} << ph.part_level) + " chunks per column block";
+    ColumnReducePhase(ph, &pf, /*parts=*/true);
+    FinishFlags(&pf);
+    k_.launches.push_back({static_cast<int>(k_.phases.size()) - 1, ph.parts * ph.count, 1});
+  }
+  LFunction& f = start_function("ember_phase_" + std::to_string(k));
   if (row_.ok) {
     f.comment = "Phase " + std::to_string(k) + ": rows (" + std::to_string(row_.rows) + " x " +
                 std::to_string(row_.K) + ")";
@@ -260,7 +299,7 @@ void KernelPlanner::BuildPhase(int k) {
       LoopPhase(&ph, &f);
     }
     FinishFlags(&f);
-    k_.launches.push_back({k, ph.count, ph.grain});
+    k_.launches.push_back({static_cast<int>(k_.phases.size()) - 1, ph.count, ph.grain});
   }
 }
 

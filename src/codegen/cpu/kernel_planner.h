@@ -50,6 +50,13 @@ class KernelPlanner {
     int64_t count;          // work items (elements, rows, 1 for a scatter, column blocks)
     int64_t grain;
     int64_t col_width = 0;  // a column reduce: the columns of a work item (else 0)
+    // A column reduce split by rows (ColumnPlan): `parts` aligned runs of
+    // 2^part_level chunks, one work item per column block and run in a first
+    // phase, each run's partial result per column into `partials` (one temp
+    // buffer per member); this phase pushes them and reduces the rest.
+    int64_t parts = 0;
+    int part_level = 0;
+    std::vector<int> partials;
     // Column reduces computed in the same pass (ColumnSiblings) and their buffers.
     std::vector<NodeId> siblings;
     std::vector<int> sibling_dests;
@@ -101,14 +108,24 @@ class KernelPlanner {
   void StoreRowValues(ElementBuilder& e, const std::vector<NodeId>& stores, const ElemIndex& idx,
                       LBuilder* b);
   // Column reductions (the operand's innermost dim is kept): the columns of
-  // one work item, or 0 when reduce `n` takes the per-output loop.
-  int64_t ColumnWidth(const Node& n) const;
+  // one work item (0 when reduce `n` takes the per-output loop) and, for a
+  // float sum or product over one dim with few column blocks, the split of
+  // its rows into aligned runs of chunks (parts 0: no split).
+  struct ColumnPlanInfo {
+    int64_t width = 0;
+    int64_t parts = 0;
+    int part_level = 0;
+  };
+  ColumnPlanInfo ColumnPlan(const Node& n) const;
+  int64_t ColumnWidth(const Node& n) const { return ColumnPlan(n).width; }
   // Whether column reduce `n` can join phase `ph`'s pass: the same operand
   // dims, reduced dims, lanes and loop kind, at most kMaxColumnSiblings, and
   // no member read by `n`.
   bool ColumnSiblings(const Phase& ph, const Node& n) const;
   static constexpr size_t kMaxColumnSiblings = 3;
-  void ColumnReducePhase(const Phase& ph, LFunction* f);
+  // `parts`: the first phase of a split reduce (its runs' partial results),
+  // else the phase that finishes it.
+  void ColumnReducePhase(const Phase& ph, LFunction* f, bool parts = false);
 
   // plan_rows.cc
   struct RowPlan {

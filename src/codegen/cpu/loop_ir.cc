@@ -240,9 +240,10 @@ void LBuilder::Store(int buffer, const IndexExpr& index, DType type, LValue valu
 }
 
 void LBuilder::Push(const std::string& pairwise, ReduceKind k, DType type, LValue value,
-                    LValue element) {
+                    LValue element, int64_t level) {
   LStmt s;
   s.kind = LStmtKind::kPush;
+  s.level = level;
   s.target = std::move(element);
   s.name = pairwise;
   s.reduce = k;

@@ -138,6 +138,7 @@ struct LStmt {
   int body = -1;                          // kFor, kIf: a block of the function
   int orelse = -1;                        // kIf: a block, or -1
   ReduceKind reduce = ReduceKind::kAdd;   // kPush
+  int64_t level = 0;                      // kPush: the value covers 2^level blocks
   int site = 0;                           // kFlag
   std::string text;                       // kComment
 };
@@ -191,7 +192,7 @@ class LBuilder {
   void Assign(LValue target, LValue value, bool or_assign = false);
   void Store(int buffer, const IndexExpr& index, DType type, LValue value);
   void Push(const std::string& pairwise, ReduceKind k, DType type, LValue value,
-            LValue element = nullptr);
+            LValue element = nullptr, int64_t level = 0);
   void Stream(int buffer, const IndexExpr& index, const std::string& array);
   void Fence();
   void Flag(const std::string& var, int site);

@@ -414,7 +414,8 @@ class Printer {
                "] = " + StoreExpr(st.type, Expr(*st.value)) + ";";
       case LStmtKind::kPush:
         return st.name + (st.target ? "[" + Expr(*st.target) + "]" : std::string()) + ".Push(" +
-               Expr(*st.value) + ", " + CombineLambda(st.reduce, st.type) + ");";
+               Expr(*st.value) + ", " + CombineLambda(st.reduce, st.type) +
+               (st.level > 0 ? ", " + std::to_string(st.level) : std::string()) + ");";
       case LStmtKind::kStream:
         return "ember_stream64(" + k_.buffers.at(st.buffer).name + " + " + st.index.ToString() +
                ", " + st.name + ");";

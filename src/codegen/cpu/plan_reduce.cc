@@ -139,23 +139,24 @@ void KernelPlanner::ReducePhase(const Phase& ph, LFunction* f) {
   b.Close();
 }
 
-int64_t KernelPlanner::ColumnWidth(const Node& n) const {
-  if (n.op != OpKind::kReduce || n.shape.num_elements() == 0) return 0;
+KernelPlanner::ColumnPlanInfo KernelPlanner::ColumnPlan(const Node& n) const {
+  ColumnPlanInfo plan;
+  if (n.op != OpKind::kReduce || n.shape.num_elements() == 0) return plan;
   // EMBER_CODEGEN_COLUMN_REDUCE=0: the per-output loop (A/B measurements;
   // the same values, only the loop order differs).
   const char* env = std::getenv("EMBER_CODEGEN_COLUMN_REDUCE");
-  if (env && std::string(env) == "0") return 0;
+  if (env && std::string(env) == "0") return plan;
   const Shape& xs = g_.node(n.operands[0]).shape;
   const int last = xs.rank() - 1;
-  if (last < 1 || xs.num_elements() == 0) return 0;
+  if (last < 1 || xs.num_elements() == 0) return plan;
   bool any = false;
   for (int64_t d : attr::Dimensions(n)) {
-    if (d == last) return 0;
+    if (d == last) return plan;
     any = any || xs.dim(d) > 0;
   }
-  if (!any) return 0;
+  if (!any) return plan;
   const int64_t cols = xs.dim(last);
-  if (cols < kMinColumns) return 0;
+  if (cols < kMinColumns) return plan;
   const DType t = n.shape.dtype();
   int64_t nred = 1;
   for (int64_t d : attr::Dimensions(n)) nred *= xs.dim(d);
@@ -164,8 +165,32 @@ int64_t KernelPlanner::ColumnWidth(const Node& n) const {
   int64_t w = (IsFloat(t) && nred <= kExactTreeMax ? 128 : 256) / per;
   const int64_t min_w = 64 / per;
   const int64_t rows = n.shape.num_elements() / cols;
-  while (w > min_w && rows * ((cols + w - 1) / w) < kMinColumnItems) w /= 2;
-  return std::min(w, cols);
+  auto items = [&](int64_t width) { return rows * ((cols + width - 1) / width); };
+  // A float sum or product over one dim, in f32/f64 (partials keep the
+  // accumulator's type), with fewer column blocks than kMinColumnItems: its
+  // rows split into aligned runs of 2^level chunks (each a subtree of the
+  // binary counter: its finished value pushed at `level` gives the counter
+  // the whole run would), so work items stay wide and read whole lines.
+  const ReduceKind kind = KindOf(n);
+  const bool pairwise = (t == DType::kF32 || t == DType::kF64) &&
+                        (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
+  if (pairwise && nred > kExactTreeMax && attr::Dimensions(n).size() == 1 &&
+      items(std::min(w, cols)) < kMinColumnItems) {
+    const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
+    const int64_t chunks = nred / (lanes * kBlocksPerChunk);
+    const int64_t want = (kMinColumnItems + items(std::min(w, cols)) - 1) / items(std::min(w, cols));
+    int level = 0;
+    while ((int64_t{2} << level) * want <= chunks) ++level;
+    if ((int64_t{1} << level) * want <= chunks) {
+      plan.width = std::min(w, cols);
+      plan.parts = chunks >> level;
+      plan.part_level = level;
+      return plan;
+    }
+  }
+  while (w > min_w && items(w) < kMinColumnItems) w /= 2;
+  plan.width = std::min(w, cols);
+  return plan;
 }
 
 bool KernelPlanner::ColumnSiblings(const Phase& ph, const Node& n) const {
@@ -180,7 +205,10 @@ bool KernelPlanner::ColumnSiblings(const Phase& ph, const Node& n) const {
            g_.node(r.operands[0]).shape.num_elements() / r.shape.num_elements() <= kExactTreeMax;
   };
   auto wide = [](const Node& r) { return DTypeSize(r.shape.dtype()) == 8; };
-  if (exact(h) != exact(n) || wide(h) != wide(n) || ColumnWidth(n) != ph.col_width) return false;
+  if (exact(h) != exact(n) || wide(h) != wide(n) || ColumnWidth(n) != ph.col_width ||
+      ColumnPlan(n).parts != ph.parts || ColumnPlan(n).part_level != ph.part_level) {
+    return false;
+  }
   // n must not read a member (they are computed in the same pass).
   std::set<NodeId> members(ph.siblings.begin(), ph.siblings.end());
   members.insert(ph.node);
@@ -196,7 +224,7 @@ bool KernelPlanner::ColumnSiblings(const Phase& ph, const Node& n) const {
   return true;
 }
 
-void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
+void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f, bool parts) {
   // The phase's reduces: ph.node and its siblings (same operand shape,
   // reduced dims, lanes and loop kind: PlanPhases), one pass over the
   // operands for all of them. Their producers share one element walk per
@@ -209,6 +237,7 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
     bool pairwise;
     LValue id;
     std::string acc, pw, vals;
+    int partial = -1;  // a split reduce: its runs' partial results (Phase::partials)
   };
   std::vector<Member> ms;
   for (size_t i = 0; i <= ph.siblings.size(); ++i) {
@@ -223,6 +252,7 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
     m.acc = "acc" + sfx;
     m.pw = "pw" + sfx;
     m.vals = "vals" + sfx;
+    if (ph.parts > 0) m.partial = ph.partials[i];
     ms.push_back(m);
   }
   const Node& n = *ms[0].n;
@@ -245,14 +275,21 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
   }
   LBuilder bb(f, &var_counter_);
   LBuilder* b = &bb;
-  const IndexExpr o =
-      b->For("o", LVar("begin", DType::kS64), LVar("end", DType::kS64), 0, ph.count - 1);
-  // Work item o: columns [col0, col0 + wc) of output row q.
-  const IndexExpr q = o.FloorDiv(nblk);
-  const IndexExpr col0 = o.Mod(nblk) * W;
+  // Work items: the column blocks (ph.count); in the first phase of a split
+  // reduce, each run of each block (blocks inner: items reading the same rows
+  // run together).
+  const int64_t items = ph.count;
+  const int64_t E = n.shape.num_elements();
+  const IndexExpr o = b->For("o", LVar("begin", DType::kS64), LVar("end", DType::kS64), 0,
+                             (parts ? ph.parts * items : items) - 1);
+  const IndexExpr ob = parts ? o.Mod(items) : o;
+  const IndexExpr run = parts ? o.FloorDiv(items) : IndexExpr();
+  // Column block ob: columns [col0, col0 + wc) of output row q.
+  const IndexExpr q = ob.FloorDiv(nblk);
+  const IndexExpr col0 = ob.Mod(nblk) * W;
   LValue wc = LInt(W);
   if (cols % W != 0) {
-    wc = b->Let(DType::kS64, LSelect(LCmpExpr(LCmp::kEq, LIndex(o.Mod(nblk)), LInt(nblk - 1)),
+    wc = b->Let(DType::kS64, LSelect(LCmpExpr(LCmp::kEq, LIndex(ob.Mod(nblk)), LInt(nblk - 1)),
                                      LInt(cols % W), LInt(W), DType::kS64));
   }
   std::vector<int64_t> outer(n.shape.dims().begin(), n.shape.dims().end() - 1);
@@ -387,8 +424,40 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
     b->Assign(LVar(nb, DType::kS64), LInt(0));
     b->Close();
   };
-  ForReduceBlocks(b, xs, red_dims, lanes, xix,
-                  [&](const IndexExpr& start, int64_t count, bool) { block(start, count); });
+  if (ph.parts == 0) {
+    ForReduceBlocks(b, xs, red_dims, lanes, xix,
+                    [&](const IndexExpr& start, int64_t count, bool) { block(start, count); });
+  } else {
+    // Split by rows (one reduced dim, ColumnPlan): runs of `per_run` blocks of
+    // lanes, each a whole number of chunks, so every run and the rest start a
+    // chunk where the unsplit loop does.
+    const int64_t per_run = (int64_t{1} << ph.part_level) * kBlocksPerChunk;
+    const int64_t nfull = K / lanes;
+    const int64_t split = ph.parts * per_run;
+    if (parts) {
+      const IndexExpr kb =
+          b->For("kb", LIndex(run * per_run), LIndex(run * per_run + per_run), 0, split - 1);
+      block(kb * lanes, lanes);
+      b->Close();
+    } else {
+      // The runs' results first, each at its level (the counter the unsplit
+      // loop has after them), then the rest of the rows.
+      const IndexExpr pp = b->For("pp", LInt(0), LInt(ph.parts), 0, ph.parts - 1);
+      for (const Member& m : ms) {
+        const IndexExpr c = columns(false);
+        b->Push(m.pw, m.kind, m.t, LLoad(m.partial, pp * E + q * cols + col0 + c, m.t), LIndex(c),
+                ph.part_level);
+        b->Close();
+      }
+      b->Close();
+      if (split < nfull) {
+        const IndexExpr kb = b->For("kb", LInt(split), LInt(nfull), split, nfull - 1);
+        block(kb * lanes, lanes);
+        b->Close();
+      }
+      if (K % lanes != 0) block(IndexExpr::Constant(nfull * lanes), K % lanes);
+    }
+  }
   for (const Member& m : ms) fold_lanes(m);
   if (any_pairwise) {
     b->If(LCmpExpr(LCmp::kGt, LVar(nb, DType::kS64), LInt(0)));
@@ -399,7 +468,10 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f) {
   }
   for (const Member& m : ms) {
     const IndexExpr c = columns(!m.pairwise);
-    if (m.pairwise) {
+    if (parts) {  // the run's value as the counter holds it (no rounding of -0)
+      b->Store(m.partial, run * E + q * cols + col0 + c, m.t,
+               LFinish(m.pw, m.kind, m.t, m.id, LIndex(c)));
+    } else if (m.pairwise) {
       store(m, c,
             b->LetNamed("red" + std::to_string(m.n->id), m.t,
                         LFinish(m.pw, m.kind, m.t, m.id, LIndex(c))));

@@ -221,8 +221,9 @@ template <typename A, int D = 64> struct EmberPairwise {
   A v[D];
   int level[D];
   int n = 0;
-  template <typename F> EMBER_INLINE void Push(A x, F combine) {
-    int l = 0;
+  // x covers 2^l blocks (l > 0: the finished counter of an aligned run of
+  // blocks, as a row-split column reduction hands it over).
+  template <typename F> EMBER_INLINE void Push(A x, F combine, int l = 0) {
     while (n > 0 && level[n - 1] == l) { x = combine(v[n - 1], x); --n; ++l; }
     v[n] = x; level[n] = l; ++n;
   }
