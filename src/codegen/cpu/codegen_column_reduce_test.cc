@@ -180,7 +180,7 @@ TEST(CodegenColumnReduce, F32SumMatchesPerOutputLoopBitForBit) {
 // block, a reduced middle dim, f64 lanes, products; not split below two runs
 // or for a max.
 TEST(CodegenColumnReduce, RowRunsGiveTheUnsplitBits) {
-  CheckColumns(DType::kF32, ReduceKind::kAdd, {4096, 128}, {0}, true, false, /*runs=*/4);
+  CheckColumns(DType::kF32, ReduceKind::kAdd, {4096, 128}, {0}, true, false, /*runs=*/8);
   CheckColumns(DType::kF32, ReduceKind::kAdd, {70000, 8}, {0}, false, false, /*runs=*/8);
   CheckColumns(DType::kF32, ReduceKind::kAdd, {6, 3000, 24}, {1}, true, false, /*runs=*/2);
   CheckColumns(DType::kF64, ReduceKind::kAdd, {5000, 3}, {0}, false, false, /*runs=*/9);

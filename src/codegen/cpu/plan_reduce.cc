@@ -43,6 +43,9 @@ constexpr int64_t kExactTreeMax = 128;
 // would be fewer than kMinColumnItems.
 constexpr int64_t kMinColumns = 2;
 constexpr int64_t kMinColumnItems = 8;
+// A column reduce split into runs of rows reads rows of at most this many
+// bytes whole (one column block).
+constexpr int64_t kMaxSplitRowBytes = 512;
 
 // The identity of a reduction in the accumulator type, as a literal.
 LValue ReduceIdentity(ReduceKind k, DType t, bool empty) {
@@ -176,13 +179,17 @@ KernelPlanner::ColumnPlanInfo KernelPlanner::ColumnPlan(const Node& n) const {
                         (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
   if (pairwise && nred > kExactTreeMax && attr::Dimensions(n).size() == 1 &&
       items(std::min(w, cols)) < kMinColumnItems) {
+    // Rows of at most kMaxSplitRowBytes are one block: a work item reads whole
+    // rows (half rows would leave the lines the hardware prefetcher fetches
+    // ahead to another item).
+    const int64_t sw = cols * per <= kMaxSplitRowBytes ? cols : std::min(w, cols);
     const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
     const int64_t chunks = nred / (lanes * kBlocksPerChunk);
-    const int64_t want = (kMinColumnItems + items(std::min(w, cols)) - 1) / items(std::min(w, cols));
+    const int64_t want = (kMinColumnItems + items(sw) - 1) / items(sw);
     int level = 0;
     while ((int64_t{2} << level) * want <= chunks) ++level;
     if ((int64_t{1} << level) * want <= chunks) {
-      plan.width = std::min(w, cols);
+      plan.width = sw;
       plan.parts = chunks >> level;
       plan.part_level = level;
       return plan;
