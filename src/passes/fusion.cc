@@ -240,6 +240,7 @@ class FusionBuilder {
     DuplicationFacts facts = DuplicationFactsOf(p);
     const double elems = Elements(pn.shape);
     facts.evaluations_per_element = elems > 0 ? evals / elems / c.analysis.row_passes() : 0;
+    facts.into_reduction = !c.reduces.empty();
     FusionDecision dup = ShouldDuplicate(pn, facts);
     if (!dup) return dup;
     for (NodeId y : pn.operands) {

@@ -54,6 +54,11 @@ FusionDecision ShouldDuplicate(const Node& p, const DuplicationFacts& f) {
     return FusionDecision::No(os.str());
   }
   if (cheap) return FusionDecision::Yes();
+  if (!f.into_reduction) {
+    os << "arithmetic producer " << Label(p) << " " << users
+       << "; it is recomputed only in a fusion with a reduction";
+    return FusionDecision::No(os.str());
+  }
   if (f.is_output || !f.all_users_fuse) {
     os << "arithmetic producer " << Label(p) << " " << users
        << (f.is_output ? "" : ", not all of which fuse it")

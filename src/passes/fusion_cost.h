@@ -55,6 +55,8 @@ struct DuplicationFacts {
   // How many times a copy computes each element, per pass over the rows (more
   // than 1 when a broadcast in the consumer replicates it).
   double evaluations_per_element = 1;
+  // The fusion that would hold the copy contains a reduction.
+  bool into_reduction = false;
 };
 
 // Whether `producer` may be recomputed inside a consumer fusion (duplicated):
@@ -70,6 +72,8 @@ struct DuplicationFacts {
 //    reads its operands and writes the result, then one read per user). A
 //    layer norm's x_hat = (x - mean) * rstd read by its backward's row and
 //    column kernels is recomputed in both instead of written and read back.
+//    Only into a fusion with a reduction (a row or column kernel; merged into
+//    a plain loop fusion it was measured slower, in the gpt training step).
 //    Not when an operand is itself arithmetic with several users (the chain
 //    would be recomputed from its start) or when a broadcast in the consumer
 //    would evaluate it more than once per element (per pass of a row fusion).

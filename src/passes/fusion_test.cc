@@ -889,10 +889,10 @@ graph fused_bcast_sub_mul_reduce_1(%p0: f32[4], %p1: f32[4], %p2: f32[4,8], %p3:
                {});
 }
 
-// A residual stream: h1 = x + a, h2 = h1 + b, each read by a row kernel (its
-// layer norm) and by the next sum. h1 is recomputed by its readers, but h2 is
-// not (recomputing it would recompute h1 too: the whole stream, in every
-// consumer, as the layers grow): h2 is one kernel, read by its consumers.
+// A residual stream: h1 = x + a, h2 = h1 + b, h2 read by a row sum and a
+// column sum. h2 is not recomputed by them: that would recompute h1 too (the
+// whole stream, in every consumer, as the layers grow); h2 is one kernel (and
+// h1, read by h2's plain loop fusion, another).
 TEST(FusionTest, AChainOfSharedArithmeticIsNotRecomputedFromItsStart) {
   ExpectFusion(R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
@@ -902,7 +902,7 @@ TEST(FusionTest, AChainOfSharedArithmeticIsNotRecomputedFromItsStart) {
   %4 = f32[4] reduce(%3), dimensions={1}, to_apply=add
   %5 = f32[4,8] add(%3, %2)
   %6 = f32[4] reduce(%5), dimensions={1}, to_apply=add
-  %7 = f32[4,8] negate(%5)
+  %7 = f32[8] reduce(%5), dimensions={0}, to_apply=add
   ROOT (%4, %6, %7)
 }
 )",
@@ -910,39 +910,43 @@ TEST(FusionTest, AChainOfSharedArithmeticIsNotRecomputedFromItsStart) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4,8] parameter(1)
   %2 = f32[4,8] parameter(2)
-  %3 = f32[4] fusion(%0, %1), calls=fused_add_reduce_0, kind=row
-  %4 = f32[4,8] fusion(%0, %1, %2), calls=fused_add_1, kind=loop
-  %5 = f32[4] fusion(%4), calls=fused_reduce_2, kind=row
-  %6 = f32[4,8] fusion(%4), calls=fused_neg_3, kind=loop
-  ROOT (%3, %5, %6)
+  %3 = f32[4,8] fusion(%0, %1), calls=fused_add_0, kind=loop
+  %4 = f32[4] fusion(%3), calls=fused_reduce_1, kind=row
+  %5 = f32[4,8] fusion(%3, %2), calls=fused_add_2, kind=loop
+  %6 = f32[4] fusion(%5), calls=fused_reduce_3, kind=row
+  %7 = f32[8] fusion(%5), calls=fused_reduce_4, kind=input
+  ROOT (%4, %6, %7)
 }
 
-graph fused_add_reduce_0(%p0: f32[4,8], %p1: f32[4,8]) {
+graph fused_add_0(%p0: f32[4,8], %p1: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4,8] parameter(1)
   %2 = f32[4,8] add(%0, %1)
-  %3 = f32[4] reduce(%2), dimensions={1}, to_apply=add
-  ROOT (%3)
+  ROOT (%2)
 }
 
-graph fused_add_1(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
-  %0 = f32[4,8] parameter(0)
-  %1 = f32[4,8] parameter(1)
-  %2 = f32[4,8] parameter(2)
-  %3 = f32[4,8] add(%0, %1)
-  %4 = f32[4,8] add(%3, %2)
-  ROOT (%4)
-}
-
-graph fused_reduce_2(%p0: f32[4,8]) {
+graph fused_reduce_1(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
   ROOT (%1)
 }
 
-graph fused_neg_3(%p0: f32[4,8]) {
+graph fused_add_2(%p0: f32[4,8], %p1: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
-  %1 = f32[4,8] negate(%0)
+  %1 = f32[4,8] parameter(1)
+  %2 = f32[4,8] add(%0, %1)
+  ROOT (%2)
+}
+
+graph fused_reduce_3(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4] reduce(%0), dimensions={1}, to_apply=add
+  ROOT (%1)
+}
+
+graph fused_reduce_4(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[8] reduce(%0), dimensions={0}, to_apply=add
   ROOT (%1)
 }
 )",
@@ -950,6 +954,10 @@ graph fused_neg_3(%p0: f32[4,8]) {
                 "arithmetic with several users (recomputing both would recompute their chain in "
                 "every consumer)",
                 "refuse %5 -> %6: arithmetic producer add %5 has 2 users, not all of which fuse "
+                "it; it is materialized, so it is not also recomputed",
+                "refuse %3 -> %5: arithmetic producer add %3 has 2 users; it is recomputed only "
+                "in a fusion with a reduction",
+                "refuse %3 -> %4: arithmetic producer add %3 has 2 users, not all of which fuse "
                 "it; it is materialized, so it is not also recomputed"});
 }
 
@@ -965,6 +973,7 @@ TEST(FusionTest, ArithmeticDuplicationBounds) {
   const Node& add = g.node(2);
   DuplicationFacts f;
   f.all_users_fuse = true;
+  f.into_reduction = true;
   f.read_bytes = 2 * 64 * 4;  // two operands of the result's size
   // (users - 1) * 512 <= (users + 1) * 256: up to 3 users.
   f.num_users = 3;
@@ -989,6 +998,11 @@ TEST(FusionTest, ArithmeticDuplicationBounds) {
             "arithmetic producer add %2 has 2 users; a broadcast would evaluate it 4 times per "
             "element");
   f.evaluations_per_element = 1;
+  f.into_reduction = false;
+  EXPECT_EQ(ShouldDuplicate(add, f).reason,
+            "arithmetic producer add %2 has 2 users; it is recomputed only in a fusion with a "
+            "reduction");
+  f.into_reduction = true;
   f.num_users = kMaxDuplicateUsers + 1;
   f.read_bytes = 64 * 4;
   EXPECT_EQ(ShouldDuplicate(add, f).reason,
@@ -1059,9 +1073,7 @@ TEST(FusionTest, ACheckpointRecomputeFusesApartFromTheForward) {
   // Forward t = tanh(x * w); backward anchor a = slice(g * g); recompute
   // tanh(gte(barrier(x, a)) * w) * (g * g). The forward and the recompute are
   // separate fusions; the barrier and its get-tuple-elements stay outside every
-  // fusion, and the recompute's fusion reads the barrier's output, not x. The
-  // cheap g * g read by both the anchor and the recompute is computed in each
-  // (ShouldDuplicate: plain arithmetic every user fuses), never materialized.
+  // fusion, and the recompute's fusion reads the barrier's output, not x.
   ExpectFusion(
       R"(graph g(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
@@ -1084,11 +1096,12 @@ TEST(FusionTest, ACheckpointRecomputeFusesApartFromTheForward) {
   %1 = f32[4,8] parameter(1)
   %2 = f32[4,8] parameter(2)
   %3 = f32[4,8] fusion(%0, %1), calls=fused_mul_tanh_0, kind=loop
-  %4 = f32[1,1] fusion(%2), calls=fused_mul_slice_1, kind=loop
-  %5 = (f32[4,8], f32[1,1]) optimization-barrier(%0, %4)
-  %6 = f32[4,8] get-tuple-element(%5), index=0
-  %7 = f32[4,8] fusion(%2, %6, %1), calls=fused_mul_tanh_2, kind=loop
-  ROOT (%3, %7)
+  %4 = f32[4,8] fusion(%2), calls=fused_mul_1, kind=loop
+  %5 = f32[1,1] fusion(%4), calls=fused_slice_2, kind=loop
+  %6 = (f32[4,8], f32[1,1]) optimization-barrier(%0, %5)
+  %7 = f32[4,8] get-tuple-element(%6), index=0
+  %8 = f32[4,8] fusion(%7, %1, %4), calls=fused_mul_tanh_3, kind=loop
+  ROOT (%3, %8)
 }
 
 graph fused_mul_tanh_0(%p0: f32[4,8], %p1: f32[4,8]) {
@@ -1099,25 +1112,33 @@ graph fused_mul_tanh_0(%p0: f32[4,8], %p1: f32[4,8]) {
   ROOT (%3)
 }
 
-graph fused_mul_slice_1(%p0: f32[4,8]) {
+graph fused_mul_1(%p0: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4,8] multiply(%0, %0)
-  %2 = f32[1,1] slice(%1), limit={1,1}, start={0,0}, stride={1,1}
-  ROOT (%2)
+  ROOT (%1)
 }
 
-graph fused_mul_tanh_2(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
+graph fused_slice_2(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[1,1] slice(%0), limit={1,1}, start={0,0}, stride={1,1}
+  ROOT (%1)
+}
+
+graph fused_mul_tanh_3(%p0: f32[4,8], %p1: f32[4,8], %p2: f32[4,8]) {
   %0 = f32[4,8] parameter(0)
   %1 = f32[4,8] parameter(1)
   %2 = f32[4,8] parameter(2)
-  %3 = f32[4,8] multiply(%0, %0)
-  %4 = f32[4,8] multiply(%1, %2)
-  %5 = f32[4,8] tanh(%4)
-  %6 = f32[4,8] multiply(%3, %5)
-  ROOT (%6)
+  %3 = f32[4,8] multiply(%0, %1)
+  %4 = f32[4,8] tanh(%3)
+  %5 = f32[4,8] multiply(%2, %4)
+  ROOT (%5)
 }
 )",
-      {"refuse %8 -> %9: nothing fuses across an optimization-barrier (optimization-barrier %7)"});
+      {"refuse %8 -> %9: nothing fuses across an optimization-barrier (optimization-barrier %7)",
+       "refuse %5 -> %11: arithmetic producer multiply %5 has 2 users; it is recomputed only in a "
+       "fusion with a reduction",
+       "refuse %5 -> %6: arithmetic producer multiply %5 has 2 users; it is recomputed only in a "
+       "fusion with a reduction"});
 }
 
 }  // namespace
