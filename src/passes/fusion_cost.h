@@ -77,7 +77,7 @@ struct DuplicationFacts {
 //    Not when an operand is itself arithmetic with several users (the chain
 //    would be recomputed from its start) or when a broadcast in the consumer
 //    would evaluate it more than once per element (per pass of a row fusion).
-//    The same rule is XLA's instruction fusion's (duplicate cheap producers
+//    The idea is XLA's instruction fusion's (duplicate cheap producers
 //    when every consumer fuses them and memory traffic does not grow).
 // A reduction and an expensive producer (transcendental, divide) never are.
 FusionDecision ShouldDuplicate(const Node& producer, const DuplicationFacts& facts);
