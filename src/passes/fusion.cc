@@ -274,8 +274,7 @@ class FusionBuilder {
       // Shared: the value, or a broadcast / reshape / convert of it on the way, has
       // several users (a convert read by every layer makes its operand shared).
       bool shared = false;
-      while (g_.node(y).op == OpKind::kBroadcastInDim || g_.node(y).op == OpKind::kReshape ||
-             g_.node(y).op == OpKind::kConvert) {
+      while (IsCheapDataMovement(g_.node(y).op)) {
         shared = shared || users_[y].size() > 1;
         y = g_.node(y).operands[0];
       }

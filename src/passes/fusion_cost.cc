@@ -39,9 +39,8 @@ FusionDecision ShouldDuplicate(const Node& p, const DuplicationFacts& f) {
        << users << "; not duplicated";
     return FusionDecision::No(os.str());
   }
-  const bool cheap = p.op == OpKind::kConstant || p.op == OpKind::kIota ||
-                     p.op == OpKind::kBroadcastInDim || p.op == OpKind::kReshape ||
-                     p.op == OpKind::kConvert;
+  const bool cheap =
+      p.op == OpKind::kConstant || p.op == OpKind::kIota || IsCheapDataMovement(p.op);
   if (!cheap && !IsElementwise(p.op)) {
     os << Label(p) << " " << users
        << "; only constant, iota, broadcast-in-dim, reshape, convert and plain arithmetic are "

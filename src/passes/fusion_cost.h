@@ -26,6 +26,12 @@ inline constexpr int kMaxDuplicateUsers = 8;
 // At most this many nodes in one fusion body (bounds kernel size).
 inline constexpr int kMaxFusionNodes = 256;
 
+// broadcast-in-dim, reshape, convert: data movement a duplicate is seen
+// through (its operand is what a copy reads) and always cheap to recompute.
+inline bool IsCheapDataMovement(OpKind op) {
+  return op == OpKind::kBroadcastInDim || op == OpKind::kReshape || op == OpKind::kConvert;
+}
+
 // Work per result element of `n`.
 int64_t ElementCost(const Node& n);
 bool IsExpensive(const Node& n);

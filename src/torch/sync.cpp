@@ -412,10 +412,15 @@ void run_queued_job(Job& job) {
 // where the wait for it is interruptible (Ctrl-C cancels it between steps).
 constexpr double kInlineRunUs = 10000;
 
+// What the caller of a sync does next: nothing (the optimizer-step sync), wait for one of
+// this sync's values (a value read), or wait until every queued program has run.
+enum class Then { kReturn, kReadValue, kDrain };
+
 // The sync proper; with `capture` (torch.compile's first call) the program runs here and
-// the capture receives it; `caller_waits`: the caller waits for this sync's program next
-// (a value read, or `wait`); `wait`: then waits until every queued program has run.
-void sync_impl(const std::string& reason, SyncCapture* capture, bool caller_waits, bool wait) {
+// the capture receives it.
+void sync_impl(const std::string& reason, SyncCapture* capture, Then then) {
+  const bool caller_waits = then != Then::kReturn;
+  const bool wait = then == Then::kDrain;
   // An earlier program's error nothing has raised yet: raised here, before anything new
   // is claimed (the pending states stay pending).
   if (std::exception_ptr e = take_unreported()) std::rethrow_exception(e);
@@ -466,9 +471,9 @@ void sync_impl(const std::string& reason, SyncCapture* capture, bool caller_wait
           capture->roots = job->roots;
           capture->graph = std::move(job->g);
         }
-      } else if (caller_waits && queue.done(job->id - 1) &&
-                 job->entry->last_run_us.load(std::memory_order_relaxed) >= 0 &&
-                 job->entry->last_run_us.load(std::memory_order_relaxed) < kInlineRunUs) {
+      } else if (const double last_us = job->entry->last_run_us.load(std::memory_order_relaxed);
+                 caller_waits && queue.done(job->id - 1) && last_us >= 0 &&
+                 last_us < kInlineRunUs) {
         run_queued_job(*job);  // the queue is idle: the job runs here, as the worker would
         queue.mark_done(job->id);
       } else {
@@ -491,16 +496,16 @@ void sync_impl(const std::string& reason, SyncCapture* capture, bool caller_wait
 }  // namespace
 
 void sync_and_capture(const std::string& reason, SyncCapture* capture) {
-  sync_impl(reason, capture, /*caller_waits=*/false, /*wait=*/false);
+  sync_impl(reason, capture, Then::kReturn);
 }
 
 std::mutex& sync_mutex() { return g_sync_mu; }
 
-void sync(const std::string& reason) { sync_impl(reason, nullptr, false, /*wait=*/false); }
+void sync(const std::string& reason) { sync_impl(reason, nullptr, Then::kReturn); }
 
-void sync_for_read(const std::string& reason) { sync_impl(reason, nullptr, true, false); }
+void sync_for_read(const std::string& reason) { sync_impl(reason, nullptr, Then::kReadValue); }
 
-void sync_and_wait(const std::string& reason) { sync_impl(reason, nullptr, true, /*wait=*/true); }
+void sync_and_wait(const std::string& reason) { sync_impl(reason, nullptr, Then::kDrain); }
 
 void maybe_sync_early() {
   int64_t cap = config().max_pending_ops.load();

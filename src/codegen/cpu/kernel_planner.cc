@@ -273,7 +273,7 @@ void KernelPlanner::BuildPhase(int k) {
     pf.comment = "Phase " + std::to_string(k) + ", runs: %" + std::to_string(ph.node) +
                  " reduce, " + std::to_string(ph.parts) + " runs of " +
                  std::to_string(int64_t{1} << ph.part_level) + " chunks per column block";
-    ColumnReducePhase(ph, &pf, /*parts=*/true);
+    ColumnReducePhase(ph, &pf, /*runs_phase=*/true);
     FinishFlags(&pf);
     k_.launches.push_back({static_cast<int>(k_.phases.size()) - 1, ph.parts * ph.count, 1});
   }

@@ -123,9 +123,9 @@ class KernelPlanner {
   // no member read by `n`.
   bool ColumnSiblings(const Phase& ph, const Node& n) const;
   static constexpr size_t kMaxColumnSiblings = 3;
-  // `parts`: the first phase of a split reduce (its runs' partial results),
-  // else the phase that finishes it.
-  void ColumnReducePhase(const Phase& ph, LFunction* f, bool parts = false);
+  // `runs_phase`: the first phase of a split reduce (its runs' partial
+  // results), else the phase that finishes it.
+  void ColumnReducePhase(const Phase& ph, LFunction* f, bool runs_phase = false);
 
   // plan_rows.cc
   struct RowPlan {

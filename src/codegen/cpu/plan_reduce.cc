@@ -212,8 +212,9 @@ bool KernelPlanner::ColumnSiblings(const Phase& ph, const Node& n) const {
            g_.node(r.operands[0]).shape.num_elements() / r.shape.num_elements() <= kExactTreeMax;
   };
   auto wide = [](const Node& r) { return DTypeSize(r.shape.dtype()) == 8; };
-  if (exact(h) != exact(n) || wide(h) != wide(n) || ColumnWidth(n) != ph.col_width ||
-      ColumnPlan(n).parts != ph.parts || ColumnPlan(n).part_level != ph.part_level) {
+  const ColumnPlanInfo np = ColumnPlan(n);
+  if (exact(h) != exact(n) || wide(h) != wide(n) || np.width != ph.col_width ||
+      np.parts != ph.parts || np.part_level != ph.part_level) {
     return false;
   }
   // n must not read a member (they are computed in the same pass).
@@ -231,7 +232,7 @@ bool KernelPlanner::ColumnSiblings(const Phase& ph, const Node& n) const {
   return true;
 }
 
-void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f, bool parts) {
+void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f, bool runs_phase) {
   // The phase's reduces: ph.node and its siblings (same operand shape,
   // reduced dims, lanes and loop kind: PlanPhases), one pass over the
   // operands for all of them. Their producers share one element walk per
@@ -288,9 +289,9 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f, bool parts)
   const int64_t items = ph.count;
   const int64_t E = n.shape.num_elements();
   const IndexExpr o = b->For("o", LVar("begin", DType::kS64), LVar("end", DType::kS64), 0,
-                             (parts ? ph.parts * items : items) - 1);
-  const IndexExpr ob = parts ? o.Mod(items) : o;
-  const IndexExpr run = parts ? o.FloorDiv(items) : IndexExpr();
+                             (runs_phase ? ph.parts * items : items) - 1);
+  const IndexExpr ob = runs_phase ? o.Mod(items) : o;
+  const IndexExpr run = runs_phase ? o.FloorDiv(items) : IndexExpr();
   // Column block ob: columns [col0, col0 + wc) of output row q.
   const IndexExpr q = ob.FloorDiv(nblk);
   const IndexExpr col0 = ob.Mod(nblk) * W;
@@ -441,7 +442,7 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f, bool parts)
     const int64_t per_run = (int64_t{1} << ph.part_level) * kBlocksPerChunk;
     const int64_t nfull = K / lanes;
     const int64_t split = ph.parts * per_run;
-    if (parts) {
+    if (runs_phase) {
       const IndexExpr kb =
           b->For("kb", LIndex(run * per_run), LIndex(run * per_run + per_run), 0, split - 1);
       block(kb * lanes, lanes);
@@ -475,7 +476,7 @@ void KernelPlanner::ColumnReducePhase(const Phase& ph, LFunction* f, bool parts)
   }
   for (const Member& m : ms) {
     const IndexExpr c = columns(!m.pairwise);
-    if (parts) {  // the run's value as the counter holds it (no rounding of -0)
+    if (runs_phase) {  // the run's value as the counter holds it (no rounding of -0)
       b->Store(m.partial, run * E + q * cols + col0 + c, m.t,
                LFinish(m.pw, m.kind, m.t, m.id, LIndex(c)));
     } else if (m.pairwise) {
