@@ -9,7 +9,7 @@ Linear(512->64) ReLU, Linear(64->10), trained with AdamW on ember (one cached
 graph per training step). A tqdm bar shows the loss, the step time and the
 number of graphs compiled. At the end it prints the test accuracy, a summary
 of ember's metrics, and the median step time of the same training step on
-eager CPU, measured in this run from the same initial weights.
+eager CPU, measured in this run from the same initial weights before ember trains.
 
 Exits with status 1 if the test accuracy is below --min-accuracy (default 0.95).
 
@@ -119,6 +119,15 @@ def main():
     model = DigitsCNN()
     initial = copy.deepcopy(model)
 
+    # Eager's steps are timed first, before anything runs on ember: once ember's
+    # execution worker has run a program on more than one thread, libgomp has more
+    # threads than cores and throttles its spin-waits for the whole process, which
+    # slowed eager's small steps here 2-3x when they were timed afterwards
+    # (docs/performance.md, "The main job's eager baseline").
+    eager = eager_step_seconds(
+        initial, x_train, y_train, args.batch_size, args.eager_steps, args.seed
+    )
+
     dev = ember.device()
     ember.metrics.clear()
     model.to(dev)
@@ -172,9 +181,6 @@ def main():
     acc = accuracy(model, x_test, y_test, dev)
     c = ember.metrics.counters()
     steady = [s for i, s in enumerate(step_s, 1) if i not in compiles_at] or step_s
-    eager = eager_step_seconds(
-        initial, x_train, y_train, args.batch_size, args.eager_steps, args.seed
-    )
     ember_ms = statistics.median(steady) * 1e3
     eager_ms = statistics.median(eager[1:] or eager) * 1e3
 
