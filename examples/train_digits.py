@@ -117,15 +117,14 @@ def main():
     x_train, y_train, x_test, y_test = load_digits_split(args.seed)
     torch.manual_seed(args.seed)
     model = DigitsCNN()
-    initial = copy.deepcopy(model)
 
     # Eager's steps are timed first, before anything runs on ember: once ember's
     # execution worker has run a program on more than one thread, libgomp has more
     # threads than cores and throttles its spin-waits for the whole process, which
     # slowed eager's small steps here 2-3x when they were timed afterwards
     # (docs/performance.md, "The main job's eager baseline").
-    eager = eager_step_seconds(
-        initial, x_train, y_train, args.batch_size, args.eager_steps, args.seed
+    eager = eager_step_seconds(  # trains a copy: `model` keeps its initial weights
+        model, x_train, y_train, args.batch_size, args.eager_steps, args.seed
     )
 
     dev = ember.device()
