@@ -7,9 +7,13 @@
 // ignored and every kernel runs on the calling thread. This file alone is
 // compiled with -fopenmp (src/torch/CMakeLists.txt); the check below keeps it so.
 #include <ATen/Parallel.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "ember/runtime/thread_pool.h"
 #include "lower.h"
+#include "openmp_team.h"
 
 #if AT_PARALLEL_OPENMP && !defined(_OPENMP)
 #error \
@@ -23,6 +27,13 @@ void use_aten_parallel_for() {
                                   const std::function<void(int64_t, int64_t)>& body) {
     at::parallel_for(begin, end, grain, body);
   });
+}
+
+void release_openmp_team() {
+#ifdef _OPENMP
+  // Returns nonzero inside a parallel region (nothing is freed then): nothing to do.
+  (void)omp_pause_resource_all(omp_pause_soft);
+#endif
 }
 
 }  // namespace ember_torch

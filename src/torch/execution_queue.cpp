@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "openmp_team.h"
+
 namespace ember_torch {
 
 std::function<void(const std::function<void(const InterruptCheck&)>&)> g_wait_hook;
@@ -10,6 +12,11 @@ std::function<void(const std::function<void(const InterruptCheck&)>&)> g_wait_ho
 namespace {
 
 thread_local bool t_on_worker = false;
+
+// How long the worker stays idle before it frees its OpenMP pool (openmp_team.h):
+// longer than the gap between a training loop's syncs (the next step's trace), so that a
+// loop of queued steps keeps one pool, and short against eager work that follows.
+constexpr auto kTeamIdleRelease = std::chrono::milliseconds(20);
 
 // Waits on `cv`/`mu` until `pred()`, through g_wait_hook when one is set; a
 // KeyboardInterrupt cancels the running job (the hook then raises it).
@@ -144,6 +151,9 @@ uint64_t ExecutionQueue::next_id() {
 bool ExecutionQueue::on_worker() { return t_on_worker; }
 
 void ExecutionQueue::enqueue(uint64_t id, std::function<void()> job) {
+  // The worker's team runs the job: the caller's pool (from eager ops or a job run here)
+  // goes, so that the process holds one (openmp_team.h).
+  release_openmp_team();
   std::unique_lock<std::mutex> lk(mu_);
   if (stopped_) {
     // After shutdown (interpreter exit): run here, still in order (nothing is queued).
@@ -171,12 +181,20 @@ void ExecutionQueue::mark_done(uint64_t id) {
 void ExecutionQueue::run() {
   t_on_worker = true;
   std::unique_lock<std::mutex> lk(mu_);
+  const auto has_work = [&] { return stopping_ || (!jobs_.empty() && !paused_); };
   for (;;) {
-    cv_.wait(lk, [&] { return stopping_ || (!jobs_.empty() && !paused_); });
+    if (holds_team_ && !cv_.wait_for(lk, kTeamIdleRelease, has_work)) {
+      lk.unlock();
+      release_openmp_team();  // idle: the caller's eager ops get the one pool
+      lk.lock();
+      holds_team_ = false;
+    }
+    cv_.wait(lk, has_work);
     if (jobs_.empty()) return;  // stopping, nothing left
     auto [id, job] = std::move(jobs_.front());
     jobs_.pop_front();
     cancel_.store(false);
+    holds_team_ = true;  // the job's parallel regions start the worker's pool
     lk.unlock();
     job();
     // Released before a waiter wakes: what the job holds (its graph, inputs, results) is
@@ -200,6 +218,11 @@ void ExecutionQueue::drain() {
 void ExecutionQueue::wait_for(uint64_t id) {
   if (done(id)) return;
   blocking_wait(mu_, done_cv_, [&] { return finished_through_ >= id || stopped_; });
+}
+
+bool ExecutionQueue::idle_for_caller(uint64_t id) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return (finished_through_ >= id || (jobs_.empty() && !worker_.joinable())) && !holds_team_;
 }
 
 bool ExecutionQueue::done(uint64_t id) const {

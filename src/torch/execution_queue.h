@@ -102,6 +102,9 @@ class ExecutionQueue {
   void wait_for(uint64_t id);
   // Whether job `id` has finished (or never existed).
   bool done(uint64_t id) const;
+  // Whether job `id` has finished and the worker holds no OpenMP pool, so that a job
+  // the caller runs itself leaves the process one pool (openmp_team.h).
+  bool idle_for_caller(uint64_t id) const;
 
   // Whether the calling thread is the worker (which must never wait on the queue or
   // call back into Python).
@@ -134,6 +137,7 @@ class ExecutionQueue {
   bool stopping_ = false;
   bool stopped_ = false;
   bool paused_ = false;
+  bool holds_team_ = false;  // the worker ran a job since it last freed its OpenMP pool
   uint64_t next_id_ = 1;
   uint64_t finished_through_ = 0;  // ids <= this have finished (FIFO)
   std::atomic<bool> cancel_{false};

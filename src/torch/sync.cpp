@@ -409,7 +409,9 @@ void run_queued_job(Job& job) {
 // else queued, runs on the calling thread when its last run took less than this: handing
 // it to the worker costs two thread wake-ups (the worker's, then the waiter's; ~0.1 ms
 // each on the 2-core VM), as much as a small program. A longer one goes to the worker,
-// where the wait for it is interruptible (Ctrl-C cancels it between steps).
+// where the wait for it is interruptible (Ctrl-C cancels it between steps). While the
+// worker still holds its OpenMP pool (idle less than 20 ms) the job goes to it too: two
+// pools would slow both teams (openmp_team.h).
 constexpr double kInlineRunUs = 10000;
 
 // What the caller of a sync does next: nothing (the optimizer-step sync), wait for one of
@@ -472,7 +474,7 @@ void sync_impl(const std::string& reason, SyncCapture* capture, Then then) {
           capture->graph = std::move(job->g);
         }
       } else if (const double last_us = job->entry->last_run_us.load(std::memory_order_relaxed);
-                 caller_waits && queue.done(job->id - 1) && last_us >= 0 &&
+                 caller_waits && queue.idle_for_caller(job->id - 1) && last_us >= 0 &&
                  last_us < kInlineRunUs) {
         run_queued_job(*job);  // the queue is idle: the job runs here, as the worker would
         queue.mark_done(job->id);

@@ -384,7 +384,8 @@ def test_a_waited_short_program_runs_on_the_calling_thread(async_mode):
     """ember.sync() and a value read wait for their program anyway: with nothing else
     queued, a program whose last run was short runs on the calling thread (no hand-off
     to the worker), with the queue's results. A program never run before goes to the
-    worker."""
+    worker, and so does one while the worker holds its OpenMP pool (it frees the pool
+    after 20 ms idle: src/torch/openmp_team.h)."""
     ember.config.async_execution = True
     x = torch.randn(16, 16)
     xd = x.to(DEV)
@@ -397,6 +398,7 @@ def test_a_waited_short_program_runs_on_the_calling_thread(async_mode):
     finished, _ = _finishes_while_the_queue_is_paused(lambda: first.cpu(), within=0.5)
     assert not finished  # first run of this graph: handed to the worker
     close(first, torch.tanh(x @ x.t()) + 1)
+    time.sleep(0.1)  # the worker idles and frees its pool
     y = step()
     finished, _ = _finishes_while_the_queue_is_paused(lambda: ember.sync())
     assert finished  # ran here: the queue is paused
