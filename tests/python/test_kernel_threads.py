@@ -99,9 +99,7 @@ def test_eager_ops_and_queued_programs_share_one_openmp_pool():
         with_no_pool = _threads()
         eager_parallel()
         again = _threads()
-        torch.testing.assert_close(
-            y.cpu(), torch.exp(torch.sin(x) * 1.5 - x), rtol=1e-5, atol=1e-6
-        )
+        torch.testing.assert_close(y.cpu(), torch.exp(torch.sin(x) * 1.5 - x), rtol=1e-5, atol=1e-6)
         pool = torch.get_num_threads() - 1  # a pool's threads besides its master
         assert with_no_pool == with_caller_pool - pool, (with_caller_pool, with_no_pool)
         assert again == with_caller_pool, (with_caller_pool, again)
