@@ -7,8 +7,10 @@
 // maximum, a NaN winning as in eager's CPU kernel (`val > max || isnan(val)`).
 // Indices are flat positions h * W + w in the unpadded input plane.
 // max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride,
-//   padding, dilation, ceil_mode, indices): grad scattered (added) at indices.
+//   padding, dilation, ceil_mode, indices): grad added at indices, as one elementwise
+//   sum over kernel offsets (no scatter; see LowerMaxPoolBackward).
 // Output sizes come from Meta (ceil_mode is then only the extra high padding).
+#include <algorithm>
 #include <cmath>
 
 #include "lowering/elementwise_util.h"
@@ -76,75 +78,142 @@ LowerResult LowerMaxPool(GraphBuilder& b, const AtenCall& c) {
   hi[lead] = std::max<int64_t>(0, (oh - 1) * p.sh + (p.kh - 1) * p.dh + 1 - h - p.ph);
   hi[lead + 1] = std::max<int64_t>(0, (ow - 1) * p.sw + (p.kw - 1) * p.dw + 1 - w - p.pw);
   NodeId v = ConvertTo(b, x.value, t);
-  NodeId padded = b.Pad(v, b.ConstantScalar(t, -INFINITY), lo, hi, in);
+  const bool all_valid = lo[lead] == 0 && lo[lead + 1] == 0 && hi[lead] == 0 && hi[lead + 1] == 0;
+  NodeId padded = all_valid ? v : b.Pad(v, b.ConstantScalar(t, -INFINITY), lo, hi, in);
   std::vector<int64_t> psizes = x.sizes;
   psizes[lead] += lo[lead] + hi[lead];
   psizes[lead + 1] += lo[lead + 1] + hi[lead + 1];
-  // Flat input index of each padded position, and whether it is a real
-  // element: padding never wins; the first real element of a window starts
-  // it (eager starts from its top-left valid element with max = -inf).
-  std::vector<int64_t> plane = {psizes[lead], psizes[lead + 1]};
-  NodeId row =
-      b.Subtract(b.Iota(Shape(DType::kS64, plane), 0), Splat(b, DType::kS64, double(p.ph), plane));
-  NodeId col =
-      b.Subtract(b.Iota(Shape(DType::kS64, plane), 1), Splat(b, DType::kS64, double(p.pw), plane));
-  NodeId flat = b.Add(b.Multiply(row, Splat(b, DType::kS64, double(w), plane)), col);
-  flat = BroadcastTo(b, flat, plane, psizes);
-  NodeId valid =
-      b.Pad(Splat(b, DType::kPred, 1, x.sizes), b.ConstantScalar(DType::kPred, 0), lo, hi, in);
-  NodeId best = kInvalidNode, best_i = kInvalidNode, best_ok = kInvalidNode;
-  for (int64_t i = 0; i < p.kh; ++i) {
-    for (int64_t j = 0; j < p.kw; ++j) {
-      NodeId cv = Candidate(b, padded, lead, psizes, i, j, p, oh, ow);
-      NodeId ci = Candidate(b, flat, lead, psizes, i, j, p, oh, ow);
-      NodeId ok = Candidate(b, valid, lead, psizes, i, j, p, oh, ow);
-      if (best == kInvalidNode) {
-        best = cv;
-        best_i = ci;
-        best_ok = ok;
-        continue;
-      }
-      NodeId better = b.Binary(OpKind::kOr, b.Compare(cv, best, ComparisonKind::kGt),
-                               b.Binary(OpKind::kAnd, b.Compare(cv, cv, ComparisonKind::kNe),
-                                        b.Compare(best, best, ComparisonKind::kEq)));
-      NodeId take =
-          b.Binary(OpKind::kAnd, ok, b.Binary(OpKind::kOr, b.Unary(OpKind::kNot, best_ok), better));
-      best = b.Select(take, cv, best);
-      best_i = b.Select(take, ci, best_i);
-      best_ok = b.Binary(OpKind::kOr, best_ok, ok);
-    }
+  // Values: the window's maximum in row-major kernel order, the first NaN winning (eager's
+  // CPU kernel: `val > max || isnan(val)` from the first valid element). Padding is -inf,
+  // which never changes a maximum.
+  std::vector<NodeId> cand;
+  for (int64_t i = 0; i < p.kh; ++i)
+    for (int64_t j = 0; j < p.kw; ++j)
+      cand.push_back(Candidate(b, padded, lead, psizes, i, j, p, oh, ow));
+  NodeId best = cand[0];
+  for (size_t k = 1; k < cand.size(); ++k) {
+    // c > m || (isnan(c) && !isnan(m)), written as !(c <= m) && m == m: it tests no
+    // candidate for NaN, so it shares no node with the index chain's tests.
+    NodeId better =
+        b.Binary(OpKind::kAnd, b.Unary(OpKind::kNot, b.Compare(cand[k], best, ComparisonKind::kLe)),
+                 b.Compare(best, best, ComparisonKind::kEq));
+    best = b.Select(better, cand[k], best);
   }
-  return CheckOutputs(b, c, {Finish(b, best, c.outputs[0]), Finish(b, best_i, c.outputs[1])});
+  // Indices: the first valid window element equal to the maximum (both NaN for a NaN
+  // maximum), which is the one eager's scan last took. Computed from the maximum rather
+  // than along its chain, so the two outputs share no intermediate and fuse apart. Flat
+  // positions y * W + z in the unpadded plane: the window's origin plus the element's
+  // offset, selected among constants.
+  NodeId valid = kInvalidNode;
+  if (!all_valid) {
+    valid =
+        b.Pad(Splat(b, DType::kPred, 1, x.sizes), b.ConstantScalar(DType::kPred, 0), lo, hi, in);
+  }
+  const std::vector<int64_t>& os = osz;
+  auto offset = [&](size_t k) {
+    const int64_t i = static_cast<int64_t>(k) / p.kw, j = static_cast<int64_t>(k) % p.kw;
+    return Splat(b, DType::kS64, double(i * p.dh * w + j * p.dw), os);
+  };
+  NodeId best_nan = b.Compare(best, best, ComparisonKind::kNe);
+  NodeId off = offset(cand.size() - 1);
+  for (size_t k = cand.size() - 1; k-- > 0;) {
+    NodeId cand_nan = b.Compare(cand[k], cand[k], ComparisonKind::kNe);
+    NodeId match = b.Binary(OpKind::kOr, b.Compare(cand[k], best, ComparisonKind::kEq),
+                            b.Binary(OpKind::kAnd, cand_nan, best_nan));
+    if (valid != kInvalidNode) {
+      const int64_t i = static_cast<int64_t>(k) / p.kw, j = static_cast<int64_t>(k) % p.kw;
+      match = b.Binary(OpKind::kAnd, match, Candidate(b, valid, lead, psizes, i, j, p, oh, ow));
+    }
+    off = b.Select(match, offset(k), off);
+  }
+  NodeId row = b.Subtract(
+      b.Multiply(b.Iota(Shape(DType::kS64, os), lead), Splat(b, DType::kS64, double(p.sh), os)),
+      Splat(b, DType::kS64, double(p.ph), os));
+  NodeId col = b.Subtract(
+      b.Multiply(b.Iota(Shape(DType::kS64, os), lead + 1), Splat(b, DType::kS64, double(p.sw), os)),
+      Splat(b, DType::kS64, double(p.pw), os));
+  NodeId origin = b.Add(b.Multiply(row, Splat(b, DType::kS64, double(w), os)), col);
+  NodeId idx = b.Add(origin, off);
+  return CheckOutputs(b, c, {Finish(b, best, c.outputs[0]), Finish(b, idx, c.outputs[1])});
 }
 
 LowerResult LowerMaxPoolBackward(GraphBuilder& b, const AtenCall& c) {
   EMBER_RETURN_IF_ERROR(DeclineComplex(c));
   EMBER_ASSIGN_OR_RETURN(TensorArg g, TensorAt(c, 0));
   EMBER_ASSIGN_OR_RETURN(TensorArg x, TensorAt(c, 1));
+  EMBER_ASSIGN_OR_RETURN(Pool2d p, PoolArgs(c, 2));
   EMBER_ASSIGN_OR_RETURN(TensorArg idx, TensorAt(c, 7));
   const OutputMeta& out = c.outputs.at(0);
   if (!IsFloat(out.dtype)) return Declined("max pooling of integers");
   int64_t r = static_cast<int64_t>(x.sizes.size());
   if (r != 3 && r != 4) return InvalidArgument(c.op, ": input must be 3-d or 4-d");
-  int64_t lead = r - 2;
-  int64_t planes = 1;
-  for (int64_t i = 0; i < lead; ++i) planes *= x.sizes[i];
-  int64_t hw = x.sizes[lead] * x.sizes[lead + 1];
-  int64_t ohw = g.sizes[lead] * g.sizes[lead + 1];
-  if (planes * hw == 0 || planes * ohw == 0)
-    return CheckOutputs(b, c, {Splat(b, out.dtype, 0, out.sizes)});
+  if (g.sizes.size() != x.sizes.size() || idx.sizes != g.sizes)
+    return InvalidArgument(c.op, ": grad_output and indices must have the output's rank");
+  int64_t lead = r - 2, h = x.sizes[lead], w = x.sizes[lead + 1];
+  int64_t oh = g.sizes[lead], ow = g.sizes[lead + 1];
   DType t = ComputeType(out.dtype);
-  int64_t m = planes * ohw;
-  NodeId gv = b.Reshape(ConvertTo(b, g.value, t), {m});
-  NodeId plane_id = b.Reshape(b.Iota(Shape(DType::kS64, {planes, ohw}), 0), {m, 1});
-  NodeId pos = b.Reshape(ConvertTo(b, idx.value, DType::kS64), {m, 1});
-  NodeId coords = b.Concatenate({plane_id, pos}, 1);
-  ScatterDims d;
-  d.inserted_window_dims = {0, 1};
-  d.scatter_dims_to_operand_dims = {0, 1};
-  d.index_vector_dim = 1;
-  NodeId s = b.Scatter(Splat(b, t, 0, {planes, hw}), coords, gv, d, ReduceKind::kAdd);
-  return CheckOutputs(b, c, {Finish(b, b.Reshape(s, out.sizes), out)});
+  if (x.sizes.empty() || oh == 0 || ow == 0 || h == 0 || w == 0 ||
+      std::find(x.sizes.begin(), x.sizes.end(), 0) != x.sizes.end())
+    return CheckOutputs(b, c, {Splat(b, out.dtype, 0, out.sizes)});
+  const std::vector<int64_t>& gs = g.sizes;
+  NodeId gv = ConvertTo(b, g.value, t);
+  NodeId iv = ConvertTo(b, idx.value, DType::kS64);
+  if (p.sh == p.kh && p.sw == p.kw && p.dh == 1 && p.dw == 1) {
+    // Windows tile the padded input: each input element lies in at most one window, so
+    // repeating every output kh x kw times lays grad and index over the padded grid
+    // [OH*kh, OW*kw]; an element takes the grad when the index names it. The pad
+    // (negative low padding crops) maps the grid onto the input.
+    std::vector<int64_t> rep(gs.begin(), gs.begin() + lead), dims;
+    for (int64_t d = 0; d < lead; ++d) dims.push_back(d);
+    rep.insert(rep.end(), {oh, p.kh, ow, p.kw});
+    dims.insert(dims.end(), {lead, lead + 2});
+    std::vector<int64_t> grid(gs.begin(), gs.begin() + lead);
+    grid.insert(grid.end(), {oh * p.kh, ow * p.kw});
+    auto repeat = [&](NodeId v) { return b.Reshape(b.BroadcastInDim(v, rep, dims), grid); };
+    NodeId row = b.Subtract(b.Iota(Shape(DType::kS64, grid), lead),
+                            Splat(b, DType::kS64, double(p.ph), grid));
+    NodeId col = b.Subtract(b.Iota(Shape(DType::kS64, grid), lead + 1),
+                            Splat(b, DType::kS64, double(p.pw), grid));
+    NodeId flat = b.Add(b.Multiply(row, Splat(b, DType::kS64, double(w), grid)), col);
+    NodeId hit = b.Compare(repeat(iv), flat, ComparisonKind::kEq);
+    NodeId placed = b.Select(hit, repeat(gv), Splat(b, t, 0, grid));
+    std::vector<int64_t> lo(r, 0), hi(r, 0), in(r, 0);
+    lo[lead] = -p.ph;
+    lo[lead + 1] = -p.pw;
+    hi[lead] = h + p.ph - oh * p.kh;
+    hi[lead + 1] = w + p.pw - ow * p.kw;
+    return CheckOutputs(b, c, {Finish(b, b.Pad(placed, b.ConstantScalar(t, 0), lo, hi, in), out)});
+  }
+  // Kernel offset (i, j) of output (y, z) reads input (y*sh + i*dh - ph, z*sw + j*dw - pw):
+  // its gradient goes there when the index names that position. Each offset's share is
+  // placed on the input grid by an interior pad (stride - 1 holes, negative low/high
+  // crop what lies in the padding), so the whole backward is one elementwise loop.
+  // Offsets are summed in descending (i, j), i.e. ascending output position for a
+  // shared input element: the order eager's CPU kernel accumulates in.
+  NodeId zero = Splat(b, t, 0, gs);
+  NodeId rows = b.Iota(Shape(DType::kS64, gs), lead);
+  NodeId cols = b.Iota(Shape(DType::kS64, gs), lead + 1);
+  NodeId acc = Splat(b, t, 0, x.sizes);
+  for (int64_t i = p.kh - 1; i >= 0; --i) {
+    for (int64_t j = p.kw - 1; j >= 0; --j) {
+      const int64_t row0 = i * p.dh - p.ph, col0 = j * p.dw - p.pw;
+      NodeId hr = b.Add(b.Multiply(rows, Splat(b, DType::kS64, double(p.sh), gs)),
+                        Splat(b, DType::kS64, double(row0), gs));
+      NodeId wc = b.Add(b.Multiply(cols, Splat(b, DType::kS64, double(p.sw), gs)),
+                        Splat(b, DType::kS64, double(col0), gs));
+      NodeId flat = b.Add(b.Multiply(hr, Splat(b, DType::kS64, double(w), gs)), wc);
+      NodeId share = b.Select(b.Compare(iv, flat, ComparisonKind::kEq), gv, zero);
+      std::vector<int64_t> lo(r, 0), hi(r, 0), in(r, 0);
+      lo[lead] = row0;
+      lo[lead + 1] = col0;
+      in[lead] = p.sh - 1;
+      in[lead + 1] = p.sw - 1;
+      hi[lead] = h - (row0 + (oh - 1) * p.sh + 1);
+      hi[lead + 1] = w - (col0 + (ow - 1) * p.sw + 1);
+      acc = b.Add(acc, b.Pad(share, b.ConstantScalar(t, 0), lo, hi, in));
+    }
+  }
+  return CheckOutputs(b, c, {Finish(b, acc, out)});
 }
 
 }  // namespace

@@ -64,6 +64,28 @@ double ProducerEvaluations(const Graph& g, const Node& producer, const Node& c, 
   return c_evals * Elements(producer.shape) / ce;
 }
 
+// How many times `producer` is evaluated in a fusion whose members `consumers` read it,
+// member m being evaluated evals(m) times. The kernel memoizes a value per element
+// index, so elementwise consumers of the producer's shape (which read it at their own
+// index) share its evaluations: the largest of them counts. A broadcast, slice or
+// other consumer reads it at indices of its own, and adds its count.
+template <typename EvalsOf>
+double CombinedEvaluations(const Graph& g, const Node& producer,
+                           const std::vector<NodeId>& consumers, EvalsOf evals_of) {
+  double shared = 0, other = 0;
+  for (NodeId m : consumers) {
+    const Node& mn = g.node(m);
+    const double e = ProducerEvaluations(g, producer, mn, evals_of(m));
+    if (IsElementwise(mn.op) && !mn.shape.is_tuple() && !producer.shape.is_tuple() &&
+        mn.shape.dims() == producer.shape.dims()) {
+      shared = std::max(shared, e);
+    } else {
+      other += e;
+    }
+  }
+  return shared + other;
+}
+
 class FusionBuilder {
  public:
   explicit FusionBuilder(const Graph& g, std::vector<std::string>& refusals)
@@ -75,6 +97,9 @@ class FusionBuilder {
         is_output_(g.num_nodes(), false),
         dead_(g.num_nodes(), false) {
     for (NodeId o : g.outputs()) is_output_[o] = true;
+    subtree_cost_.resize(g.num_nodes(), 0);
+    for (NodeId i = 0; i < g.num_nodes(); ++i)
+      subtree_cost_[i] = SubtreeCost(g, g.node(i), users_, is_output_, subtree_cost_);
   }
 
   void FormClusters() {
@@ -173,8 +198,8 @@ class FusionBuilder {
         is_input_[p] = true;
         continue;
       }
-      double evals = 0;
-      for (NodeId m : consumers) evals += ProducerEvaluations(g_, pn, g_.node(m), c.evaluations[m]);
+      double evals =
+          CombinedEvaluations(g_, pn, consumers, [&](NodeId m) { return c.evaluations[m]; });
       // A reduce is computed once per result element (kept in a buffer, or
       // in a row kernel once per row), whatever reads it.
       if (pn.op == OpKind::kReduce) evals = Elements(pn.shape);
@@ -222,14 +247,13 @@ class FusionBuilder {
                                              c.reduces, *with_p);
       if (!d) return d;
     }
-    double evals = 0;
-    for (NodeId m : consumers) {
+    double evals = CombinedEvaluations(g_, pn, consumers, [&](NodeId m) {
       auto it = c.evaluations.find(m);
-      evals += ProducerEvaluations(g_, pn, g_.node(m), it == c.evaluations.end() ? 0 : it->second);
-    }
+      return it == c.evaluations.end() ? 0.0 : it->second;
+    });
     if (pn.op == OpKind::kReduce) evals = Elements(pn.shape);
     // In a row fusion each pass over the row may recompute a value.
-    FusionDecision rd = CanRecompute(pn, evals, c.analysis.row_passes());
+    FusionDecision rd = CanRecompute(pn, evals, c.analysis.row_passes(), subtree_cost_[p]);
     if (!rd) return rd;
     bool all_users_inside = !is_output_[p] && !is_input_[p];
     for (NodeId u : users_[p]) all_users_inside = all_users_inside && owner_[u] == ci;
@@ -331,7 +355,8 @@ class FusionBuilder {
   std::vector<int> owner_;      // cluster absorbing the node (or rooted at it); -1: none
   std::vector<bool> is_input_;  // read by some fusion as an input: must stay materialized
   std::vector<bool> is_output_;
-  std::vector<bool> dead_;  // fusible, and read by no materialized node: dropped
+  std::vector<bool> dead_;             // fusible, and read by no materialized node: dropped
+  std::vector<int64_t> subtree_cost_;  // SubtreeCost of each node (fusion_cost.h)
   std::vector<Cluster> clusters_;
 };
 

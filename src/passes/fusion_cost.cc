@@ -1,5 +1,6 @@
 #include "passes/fusion_cost.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -39,12 +40,12 @@ FusionDecision ShouldDuplicate(const Node& p, const DuplicationFacts& f) {
        << users << "; not duplicated";
     return FusionDecision::No(os.str());
   }
-  const bool cheap =
-      p.op == OpKind::kConstant || p.op == OpKind::kIota || IsCheapDataMovement(p.op);
+  const bool cheap = p.op == OpKind::kConstant || p.op == OpKind::kIota ||
+                     IsCheapDataMovement(p.op) || IsDuplicatedRead(p.op);
   if (!cheap && !IsElementwise(p.op)) {
     os << Label(p) << " " << users
-       << "; only constant, iota, broadcast-in-dim, reshape, convert and plain arithmetic are "
-          "duplicated";
+       << "; only constant, iota, broadcast-in-dim, reshape, convert, slice, pad and plain "
+          "arithmetic are duplicated";
     return FusionDecision::No(os.str());
   }
   if (f.num_users > kMaxDuplicateUsers && !(cheap && f.from_constants)) {
@@ -122,11 +123,34 @@ FusionDecision CanFuseReduceResult(const Graph& g, NodeId reduce,
   return FusionDecision::No(os.str());
 }
 
-FusionDecision CanRecompute(const Node& p, double evaluations, int passes) {
+int64_t SubtreeCost(const Graph& g, const Node& n, const std::vector<std::vector<NodeId>>& users,
+                    const std::vector<bool>& is_output, const std::vector<int64_t>& subtree_cost) {
+  constexpr int64_t kCap = int64_t{1} << 20;
+  int64_t cost = ElementCost(n);
+  std::vector<NodeId> seen;
+  for (NodeId o : n.operands) {
+    if (std::find(seen.begin(), seen.end(), o) != seen.end()) continue;
+    seen.push_back(o);
+    const Node& on = g.node(o);
+    if (users[o].size() != 1 || is_output[o] || on.op == OpKind::kReduce || !IsFusibleNode(on).ok)
+      continue;
+    cost = std::min(kCap, cost + subtree_cost[o]);
+  }
+  return cost;
+}
+
+FusionDecision CanRecompute(const Node& p, double evaluations, int passes, int64_t subtree_cost) {
   const double elems = static_cast<double>(Elements(p.shape));
+  const bool expensive = IsExpensive(p) || subtree_cost >= kExpensiveSubtreeCost;
   // The tolerance absorbs rounding in the evaluation counts (doubles).
-  if (!IsExpensive(p) || evaluations <= elems * passes * (1 + 1e-9)) return FusionDecision::Yes();
+  if (!expensive || evaluations <= elems * passes * (1 + 1e-9)) return FusionDecision::Yes();
   std::ostringstream os;
+  if (!IsExpensive(p)) {
+    os << "producer " << Label(p) << " with the ops only it reads costs " << subtree_cost
+       << " per element and would be evaluated " << evaluations << " times for " << elems
+       << " elements (replicated by a broadcast in the fusion)";
+    return FusionDecision::No(os.str());
+  }
   os << "expensive producer " << Label(p) << " would be evaluated " << evaluations << " times for "
      << elems << " elements ("
      << (passes > 1 ? "more than once per pass over the rows"

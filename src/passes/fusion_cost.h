@@ -20,6 +20,9 @@
 namespace ember::passes {
 
 inline constexpr int64_t kExpensiveCost = kExpensiveElementCost;
+// A producer whose subtree (SubtreeCost) costs at least this much per element, one
+// transcendental op's worth, is as expensive to replicate as one.
+inline constexpr int64_t kExpensiveSubtreeCost = 20;
 // A cheap producer (constant, iota, broadcast-in-dim, reshape, convert) is
 // duplicated into each consuming fusion when it has at most this many users.
 inline constexpr int kMaxDuplicateUsers = 8;
@@ -31,6 +34,12 @@ inline constexpr int kMaxFusionNodes = 256;
 inline bool IsCheapDataMovement(OpKind op) {
   return op == OpKind::kBroadcastInDim || op == OpKind::kReshape || op == OpKind::kConvert;
 }
+
+// slice, pad: a read of part of the operand (or the padding value), duplicated like the
+// cheap data movement above: each consumer reads the operand's elements it needs, where
+// a materialized copy would cost a kernel and the same reads (a max-pool's window
+// offsets, shared by its value and index chains).
+inline bool IsDuplicatedRead(OpKind op) { return op == OpKind::kSlice || op == OpKind::kPad; }
 
 // Work per result element of `n`.
 int64_t ElementCost(const Node& n);
@@ -67,7 +76,7 @@ struct DuplicationFacts {
 
 // Whether `producer` may be recomputed inside a consumer fusion (duplicated):
 //  - a cheap data-movement producer (constant, iota, broadcast-in-dim,
-//    reshape, convert) with at most kMaxDuplicateUsers users, or any number
+//    reshape, convert, slice, pad) with at most kMaxDuplicateUsers users, or any number
 //    when `from_constants` (recomputing it is free, materializing it costs a
 //    kernel and a read per use);
 //  - plain arithmetic (elementwise, element cost below kExpensiveCost: add,
@@ -107,14 +116,25 @@ FusionDecision CanFuseReduceResult(const Graph& g, NodeId reduce,
                                    const std::vector<NodeId>& existing,
                                    const FusionAnalysis& with_reduce);
 
+// Work per element of `n` when the fusible producers only `n` reads (one user, not a
+// graph output) are computed with it: ElementCost(n) plus, recursively, the subtree
+// cost of each such operand (capped at 1 << 20). A chain of cheap ops (a max-pool's
+// index: a select per window offset over iota arithmetic) adds up to the cost of one
+// transcendental op, and a broadcast that replicates it recomputes all of it.
+// `subtree_cost[o]` holds the value for every operand o of n (node order).
+int64_t SubtreeCost(const Graph& g, const Node& n, const std::vector<std::vector<NodeId>>& users,
+                    const std::vector<bool>& is_output, const std::vector<int64_t>& subtree_cost);
+
 // Whether `producer`, evaluated `evaluations` times per kernel run inside the
 // fusion (more than its element count when a broadcast replicates it), is
-// cheap enough to recompute: an expensive producer may be evaluated at most
-// `passes` times per element. `passes` is 1, except in a row fusion, where a
-// value may be recomputed once per pass over the row
-// (FusionAnalysis::row_passes: one per reduction, plus one for the row-shaped
-// outputs; a row in cache is cheaper to recompute from than a materialized
-// intermediate written to and read back from memory).
-FusionDecision CanRecompute(const Node& producer, double evaluations, int passes = 1);
+// cheap enough to recompute: an expensive producer, or one whose `subtree_cost`
+// (SubtreeCost: the work the fusion would take on with it) reaches
+// kExpensiveSubtreeCost,
+// may be evaluated at most `passes` times per element. `passes` is 1, except in a row fusion, where
+// a value may be recomputed once per pass over the row (FusionAnalysis::row_passes: one per
+// reduction, plus one for the row-shaped outputs; a row in cache is cheaper to recompute from than
+// a materialized intermediate written to and read back from memory).
+FusionDecision CanRecompute(const Node& producer, double evaluations, int passes = 1,
+                            int64_t subtree_cost = 0);
 
 }  // namespace ember::passes

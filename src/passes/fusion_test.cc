@@ -480,6 +480,111 @@ graph fused_bcast_mul_1(%p0: f32[8], %p1: f32[4,8]) {
                 "for 8 elements (replicated by a broadcast in the fusion)"});
 }
 
+// A chain of cheap ops adds up: `pairs` of x*x + x (2 per element each) broadcast
+// along a new leading dim. At 10 pairs (20 per element, one transcendental's worth,
+// kExpensiveSubtreeCost) the chain is computed once and read by the broadcast; at 9 it
+// is recomputed for every element of the consumer.
+std::string CheapChainThroughABroadcast(int pairs) {
+  std::ostringstream os;
+  os << "graph g(%p0: f32[8], %p1: f32[4,8]) {\n  %0 = f32[8] parameter(0)\n"
+     << "  %1 = f32[4,8] parameter(1)\n";
+  int prev = 0, n = 2;
+  for (int i = 0; i < pairs; ++i, n += 2) {
+    os << "  %" << n << " = f32[8] multiply(%" << prev << ", %" << prev << ")\n";
+    os << "  %" << n + 1 << " = f32[8] add(%" << n << ", %0)\n";
+    prev = n + 1;
+  }
+  os << "  %" << n << " = f32[4,8] broadcast-in-dim(%" << prev << "), dimensions={1}\n";
+  os << "  %" << n + 1 << " = f32[4,8] multiply(%" << n << ", %1)\n  ROOT (%" << n + 1 << ")\n}\n";
+  return os.str();
+}
+
+TEST(FusionTest, ACheapChainWorthATranscendentalIsNotReplicatedByABroadcast) {
+  for (int pairs : {9, 10}) {
+    Graph g = ParseOrDie(CheapChainThroughABroadcast(pairs));
+    const Graph before = g;
+    FusionPass pass;
+    ASSERT_TRUE(pass.Run(g).ok());
+    int fusions = 0;
+    for (NodeId i = 0; i < g.num_nodes(); ++i) fusions += g.node(i).op == OpKind::kFusion;
+    EXPECT_EQ(fusions, pairs == 10 ? 2 : 1) << PrintGraph(g);
+    const std::vector<std::string> want =
+        pairs == 10 ? std::vector<std::string>{"refuse %21 -> %22: producer add %21 with the ops "
+                                               "only it reads costs 20 per element and would be "
+                                               "evaluated 32 times for 8 elements (replicated by "
+                                               "a broadcast in the fusion)"}
+                    : std::vector<std::string>{};
+    EXPECT_EQ(pass.refusals(), want);
+    ExpectSameValues(before, g);
+  }
+}
+
+// The kernel memoizes a value per element index, so two elementwise consumers of an
+// expensive producer's shape evaluate it once per element between them: it fuses.
+TEST(FusionTest, ElementwiseConsumersOfOneShapeShareAnExpensiveProducer) {
+  ExpectFusion(R"(graph g(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] exponential(%0)
+  %3 = f32[8] add(%2, %1)
+  %4 = f32[8] multiply(%2, %3)
+  ROOT (%4)
+}
+)",
+               R"(graph g(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] fusion(%0, %1), calls=fused_exp_add_mul_0, kind=loop
+  ROOT (%2)
+}
+
+graph fused_exp_add_mul_0(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] exponential(%0)
+  %3 = f32[8] add(%2, %1)
+  %4 = f32[8] multiply(%2, %3)
+  ROOT (%4)
+}
+)",
+               {});
+}
+
+// A slice of a materialized value read by two fusions is read by each (no kernel of
+// its own), like the cheap data movement above.
+TEST(FusionTest, ASliceIsDuplicatedIntoEachConsumer) {
+  ExpectFusion(R"(graph g(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,4] slice(%0), limit={4,8}, start={0,0}, stride={1,2}
+  %2 = f32[4,4] exponential(%1)
+  %3 = f32[4] reduce(%1), dimensions={1}, to_apply=add
+  ROOT (%2, %3)
+}
+)",
+               R"(graph g(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,4] fusion(%0), calls=fused_slice_exp_0, kind=loop
+  %2 = f32[4] fusion(%0), calls=fused_slice_reduce_1, kind=row
+  ROOT (%1, %2)
+}
+
+graph fused_slice_exp_0(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,4] slice(%0), limit={4,8}, start={0,0}, stride={1,2}
+  %2 = f32[4,4] exponential(%1)
+  ROOT (%2)
+}
+
+graph fused_slice_reduce_1(%p0: f32[4,8]) {
+  %0 = f32[4,8] parameter(0)
+  %1 = f32[4,4] slice(%0), limit={4,8}, start={0,0}, stride={1,2}
+  %2 = f32[4] reduce(%1), dimensions={1}, to_apply=add
+  ROOT (%2)
+}
+)",
+               {});
+}
+
 // A row broadcast (operand = the leading dims) is evaluated once per row:
 // generated code computes its operand before the loop over the row.
 TEST(FusionTest, RowBroadcastOfAnExpensiveProducerFuses) {
