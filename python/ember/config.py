@@ -37,11 +37,15 @@ _DEFAULTS = {
     # device thread, and the handoff costs two thread wake-ups per backward
     # (docs/performance.md, "Fixed cost per step").
     "backward_on_calling_thread": True,
-    # Asynchronous execution (docs/architecture.md, "Execution model"): a sync queues its
-    # program and returns, so Python traces the next step while this one runs; reading a
-    # value waits for the program that produces it. False runs each program inside its
-    # sync (debugging; the same values and bits either way).
-    "async_execution": True,
+    # Asynchronous execution (docs/architecture.md, "Execution model"): True: a sync
+    # queues its program and returns, so Python traces the next step while this one
+    # runs; reading a value waits for the program that produces it. False runs each
+    # program inside its sync (debugging). "auto" (default): asynchronous when the
+    # machine has a CPU beyond torch.get_num_threads() for Python to trace on; otherwise a
+    # program whose last run took under 10 ms runs inside its sync, since the tracer
+    # and the program's threads would contend for the CPUs ("Threads on 2 cores").
+    # The same values and bits in every mode.
+    "async_execution": "auto",
 }
 _NATIVE = {
     "max_pending_ops",

@@ -285,9 +285,13 @@ struct Config {
   // 0 cpu (lowered, native kernels), 1 interpreter (lowered, reference
   // interpreter), 2 aten (one ATen step per node). Initial value: $EMBER_BACKEND.
   std::atomic<int> backend{0};
-  // Syncs queue their programs on the execution queue and return (execution_queue.h);
-  // off: each sync runs its program before returning.
-  std::atomic<bool> async_execution{true};
+  // kAsyncOn: syncs queue their programs on the execution queue and return
+  // (execution_queue.h); kAsyncOff: each sync runs its program before returning;
+  // kAsyncAuto (the default): queued only when the machine has a CPU beyond the
+  // program's ATen threads for the tracer, else a program whose last run was short runs
+  // within its sync (docs/architecture.md, "Threads on 2 cores").
+  std::atomic<int> async_execution{kAsyncAuto};
+  static constexpr int kAsyncOff = 0, kAsyncOn = 1, kAsyncAuto = 2;
 };
 Config& config();
 int backend_from_env();  // $EMBER_BACKEND: cpu (default), interpreter, aten (backend.cpp)

@@ -256,9 +256,15 @@ PYBIND11_MODULE(_C, m) {
       c.log_recompiles = v.cast<bool>();
     else if (key == "donate_buffers")
       donate_buffers() = v.cast<bool>();
-    else if (key == "async_execution")
-      c.async_execution = v.cast<bool>();
-    else if (key == "backend") {
+    else if (key == "async_execution") {
+      if (py::isinstance<py::str>(v)) {
+        if (v.cast<std::string>() != "auto")
+          throw py::value_error("ember.config.async_execution must be True, False or 'auto'");
+        c.async_execution = Config::kAsyncAuto;
+      } else {
+        c.async_execution = v.cast<bool>() ? Config::kAsyncOn : Config::kAsyncOff;
+      }
+    } else if (key == "backend") {
       int b = parse_backend(v.cast<std::string>());
       if (b < 0)
         throw py::value_error("ember.config.backend must be 'cpu', 'interpreter' or 'aten'");

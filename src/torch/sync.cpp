@@ -6,6 +6,7 @@
 // resolves the roots that depend on it with the error and computes the others.
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -412,7 +414,24 @@ void run_queued_job(Job& job) {
 // where the wait for it is interruptible (Ctrl-C cancels it between steps). While the
 // worker still holds its OpenMP pool (idle less than 20 ms) the job goes to it too: two
 // pools would slow both teams (openmp_team.h).
+//
+// With async_execution "auto", a short program also runs here when nothing waits for it
+// if the machine has no CPU beyond the program's ATen threads, after the programs queued
+// before it: the worker's team and the tracer would share the CPUs, and each team
+// barrier waits on a thread the tracer preempted (the digits step's program took
+// 2.8-3.3 ms on the worker while Python traced, 1.7 ms here; docs/performance.md).
 constexpr double kInlineRunUs = 10000;
+
+// CPUs this process may run on (its affinity mask), read once.
+int available_cpus() {
+  static const int n = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return n;
+}
 
 // What the caller of a sync does next: nothing (the optimizer-step sync), wait for one of
 // this sync's values (a value read), or wait until every queued program has run.
@@ -427,7 +446,8 @@ void sync_impl(const std::string& reason, SyncCapture* capture, Then then) {
   // is claimed (the pending states stay pending).
   if (std::exception_ptr e = take_unreported()) std::rethrow_exception(e);
   ExecutionQueue& queue = ExecutionQueue::get();
-  const bool inline_run = capture || !config().async_execution.load();
+  const int async_mode = config().async_execution.load();
+  const bool inline_run = capture || async_mode == Config::kAsyncOff;
   std::exception_ptr inline_error;
   {
     std::lock_guard<std::mutex> sync_lock(g_sync_mu);
@@ -474,9 +494,13 @@ void sync_impl(const std::string& reason, SyncCapture* capture, Then then) {
           capture->graph = std::move(job->g);
         }
       } else if (const double last_us = job->entry->last_run_us.load(std::memory_order_relaxed);
-                 caller_waits && queue.idle_for_caller(job->id - 1) && last_us >= 0 &&
-                 last_us < kInlineRunUs) {
-        run_queued_job(*job);  // the queue is idle: the job runs here, as the worker would
+                 last_us >= 0 && last_us < kInlineRunUs &&
+                 ((async_mode == Config::kAsyncAuto && available_cpus() <= job->num_threads) ||
+                  (caller_waits && queue.idle_for_caller(job->id - 1)))) {
+        // Runs here, as the worker would (errors noted for the next read or sync), after
+        // the programs queued before it (their results are its inputs).
+        queue.wait_for(job->id - 1);
+        run_queued_job(*job);
         queue.mark_done(job->id);
       } else {
         // The worker runs the job under the syncing thread's ATen thread-local state

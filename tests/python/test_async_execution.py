@@ -21,7 +21,10 @@ from conftest import DEV, close
 
 @pytest.fixture
 def async_mode():
+    """Asynchronous execution on (the default "auto" runs short programs inside their
+    sync on a machine without a spare CPU), restored afterwards."""
     old = ember.config.async_execution
+    ember.config.async_execution = True
     yield
     ember.sync()
     ember.config.async_execution = old
@@ -466,3 +469,46 @@ def _donated_steps_with_a_second_thread_tracing():
         close(out["from_new"], ref.weight.detach() + 1)
     # buffers of the weight, bias and momentum buffers are donated from the second step on
     assert ember.metrics.counters()["donated_buffers"] - donated >= 2 * 7
+
+
+def test_auto_runs_short_programs_in_their_sync_only_without_a_spare_cpu(async_mode):
+    """async_execution="auto": with as many ATen threads as CPUs, a short program runs
+    inside ember.sync(wait=False) (the tracer would contend with the worker's team);
+    with a CPU to spare it is queued. The first run of a graph always goes to the
+    worker."""
+    cpus = len(os.sched_getaffinity(0))
+    threads = torch.get_num_threads()
+    ember.config.async_execution = "auto"
+    x = torch.randn(8, 8)
+    xd = x.to(DEV)
+    ember.sync()
+
+    def queued_after_sync():
+        y = torch.tanh(xd) * 3
+        ember._C._pause_queue(True)
+        try:
+            ember.sync(wait=False)
+            queued = ember._C.queued_programs()
+        finally:
+            ember._C._pause_queue(False)
+        close(y, torch.tanh(x) * 3)
+        return queued
+
+    try:
+        torch.set_num_threads(cpus)
+        assert queued_after_sync() == 1  # first run: the worker
+        time.sleep(0.1)  # the worker frees its OpenMP pool
+        assert queued_after_sync() == 0  # ran inside the sync
+        if cpus >= 2:
+            torch.set_num_threads(cpus - 1)
+            assert queued_after_sync() == 1  # a CPU to spare: queued
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_async_execution_accepts_true_false_and_auto(async_mode):
+    for v in (True, False, "auto"):
+        ember.config.async_execution = v
+        assert ember.config.async_execution == v
+    with pytest.raises(ValueError, match="True, False or 'auto'"):
+        ember.config.async_execution = "sometimes"
