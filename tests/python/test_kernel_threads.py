@@ -85,7 +85,9 @@ def test_eager_ops_and_queued_programs_share_one_openmp_pool():
         def queued_program():  # a large fused kernel, queued to the worker
             y = torch.exp(torch.sin(xd) * 1.5 - xd)
             total = y.sum()
-            ember.sync()  # returns at once: the worker runs it
+            # Queued, whatever its duration (a waited sync would run a program of under
+            # 10 ms on this thread: docs/architecture.md, "Execution model").
+            ember.sync(wait=False)
             total.item()  # waits; a 0-d copy starts no pool (y.cpu() would: a large copy)
             time.sleep(0.2)
             return y
