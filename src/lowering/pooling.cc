@@ -58,6 +58,18 @@ NodeId Candidate(GraphBuilder& b, NodeId padded, int64_t lead, const std::vector
   return b.Slice(padded, lo, hi, st);
 }
 
+// The flat input position (y * sy + y0) * w + (z * sz + z0) at each element of an s64
+// value of `sizes`, y and z its indices along dims lead and lead + 1: where a window
+// origin or a window element lies in the unpadded plane of width w.
+NodeId FlatPositions(GraphBuilder& b, const std::vector<int64_t>& sizes, int64_t lead, int64_t w,
+                     int64_t sy, int64_t y0, int64_t sz, int64_t z0) {
+  auto splat = [&](int64_t v) { return Splat(b, DType::kS64, double(v), sizes); };
+  auto axis = [&](int64_t dim, int64_t scale, int64_t offset) {
+    return b.Add(b.Multiply(b.Iota(Shape(DType::kS64, sizes), dim), splat(scale)), splat(offset));
+  };
+  return b.Add(b.Multiply(axis(lead, sy, y0), splat(w)), axis(lead + 1, sz, z0));
+}
+
 LowerResult LowerMaxPool(GraphBuilder& b, const AtenCall& c) {
   EMBER_RETURN_IF_ERROR(DeclineComplex(c));
   EMBER_ASSIGN_OR_RETURN(TensorArg x, TensorAt(c, 0));
@@ -109,31 +121,23 @@ LowerResult LowerMaxPool(GraphBuilder& b, const AtenCall& c) {
     valid =
         b.Pad(Splat(b, DType::kPred, 1, x.sizes), b.ConstantScalar(DType::kPred, 0), lo, hi, in);
   }
-  const std::vector<int64_t>& os = osz;
-  auto offset = [&](size_t k) {
-    const int64_t i = static_cast<int64_t>(k) / p.kw, j = static_cast<int64_t>(k) % p.kw;
-    return Splat(b, DType::kS64, double(i * p.dh * w + j * p.dw), os);
-  };
   NodeId best_nan = b.Compare(best, best, ComparisonKind::kNe);
-  NodeId off = offset(cand.size() - 1);
-  for (size_t k = cand.size() - 1; k-- > 0;) {
+  NodeId off = kInvalidNode;
+  for (int64_t k = p.kh * p.kw - 1; k >= 0; --k) {
+    const int64_t i = k / p.kw, j = k % p.kw;
+    NodeId here = Splat(b, DType::kS64, double(i * p.dh * w + j * p.dw), osz);
+    if (off == kInvalidNode) {  // the last element: taken when no earlier one matches
+      off = here;
+      continue;
+    }
     NodeId cand_nan = b.Compare(cand[k], cand[k], ComparisonKind::kNe);
     NodeId match = b.Binary(OpKind::kOr, b.Compare(cand[k], best, ComparisonKind::kEq),
                             b.Binary(OpKind::kAnd, cand_nan, best_nan));
-    if (valid != kInvalidNode) {
-      const int64_t i = static_cast<int64_t>(k) / p.kw, j = static_cast<int64_t>(k) % p.kw;
+    if (valid != kInvalidNode)
       match = b.Binary(OpKind::kAnd, match, Candidate(b, valid, lead, psizes, i, j, p, oh, ow));
-    }
-    off = b.Select(match, offset(k), off);
+    off = b.Select(match, here, off);
   }
-  NodeId row = b.Subtract(
-      b.Multiply(b.Iota(Shape(DType::kS64, os), lead), Splat(b, DType::kS64, double(p.sh), os)),
-      Splat(b, DType::kS64, double(p.ph), os));
-  NodeId col = b.Subtract(
-      b.Multiply(b.Iota(Shape(DType::kS64, os), lead + 1), Splat(b, DType::kS64, double(p.sw), os)),
-      Splat(b, DType::kS64, double(p.pw), os));
-  NodeId origin = b.Add(b.Multiply(row, Splat(b, DType::kS64, double(w), os)), col);
-  NodeId idx = b.Add(origin, off);
+  NodeId idx = b.Add(FlatPositions(b, osz, lead, w, p.sh, -p.ph, p.sw, -p.pw), off);
   return CheckOutputs(b, c, {Finish(b, best, c.outputs[0]), Finish(b, idx, c.outputs[1])});
 }
 
@@ -152,8 +156,10 @@ LowerResult LowerMaxPoolBackward(GraphBuilder& b, const AtenCall& c) {
   int64_t lead = r - 2, h = x.sizes[lead], w = x.sizes[lead + 1];
   int64_t oh = g.sizes[lead], ow = g.sizes[lead + 1];
   DType t = ComputeType(out.dtype);
-  if (x.sizes.empty() || oh == 0 || ow == 0 || h == 0 || w == 0 ||
-      std::find(x.sizes.begin(), x.sizes.end(), 0) != x.sizes.end())
+  auto has_zero = [](const std::vector<int64_t>& s) {
+    return std::find(s.begin(), s.end(), 0) != s.end();
+  };
+  if (has_zero(x.sizes) || has_zero(g.sizes))
     return CheckOutputs(b, c, {Splat(b, out.dtype, 0, out.sizes)});
   const std::vector<int64_t>& gs = g.sizes;
   NodeId gv = ConvertTo(b, g.value, t);
@@ -170,11 +176,7 @@ LowerResult LowerMaxPoolBackward(GraphBuilder& b, const AtenCall& c) {
     std::vector<int64_t> grid(gs.begin(), gs.begin() + lead);
     grid.insert(grid.end(), {oh * p.kh, ow * p.kw});
     auto repeat = [&](NodeId v) { return b.Reshape(b.BroadcastInDim(v, rep, dims), grid); };
-    NodeId row = b.Subtract(b.Iota(Shape(DType::kS64, grid), lead),
-                            Splat(b, DType::kS64, double(p.ph), grid));
-    NodeId col = b.Subtract(b.Iota(Shape(DType::kS64, grid), lead + 1),
-                            Splat(b, DType::kS64, double(p.pw), grid));
-    NodeId flat = b.Add(b.Multiply(row, Splat(b, DType::kS64, double(w), grid)), col);
+    NodeId flat = FlatPositions(b, grid, lead, w, 1, -p.ph, 1, -p.pw);
     NodeId hit = b.Compare(repeat(iv), flat, ComparisonKind::kEq);
     NodeId placed = b.Select(hit, repeat(gv), Splat(b, t, 0, grid));
     std::vector<int64_t> lo(r, 0), hi(r, 0), in(r, 0);
@@ -191,17 +193,11 @@ LowerResult LowerMaxPoolBackward(GraphBuilder& b, const AtenCall& c) {
   // Offsets are summed in descending (i, j), i.e. ascending output position for a
   // shared input element: the order eager's CPU kernel accumulates in.
   NodeId zero = Splat(b, t, 0, gs);
-  NodeId rows = b.Iota(Shape(DType::kS64, gs), lead);
-  NodeId cols = b.Iota(Shape(DType::kS64, gs), lead + 1);
   NodeId acc = Splat(b, t, 0, x.sizes);
   for (int64_t i = p.kh - 1; i >= 0; --i) {
     for (int64_t j = p.kw - 1; j >= 0; --j) {
       const int64_t row0 = i * p.dh - p.ph, col0 = j * p.dw - p.pw;
-      NodeId hr = b.Add(b.Multiply(rows, Splat(b, DType::kS64, double(p.sh), gs)),
-                        Splat(b, DType::kS64, double(row0), gs));
-      NodeId wc = b.Add(b.Multiply(cols, Splat(b, DType::kS64, double(p.sw), gs)),
-                        Splat(b, DType::kS64, double(col0), gs));
-      NodeId flat = b.Add(b.Multiply(hr, Splat(b, DType::kS64, double(w), gs)), wc);
+      NodeId flat = FlatPositions(b, gs, lead, w, p.sh, row0, p.sw, col0);
       NodeId share = b.Select(b.Compare(iv, flat, ComparisonKind::kEq), gv, zero);
       std::vector<int64_t> lo(r, 0), hi(r, 0), in(r, 0);
       lo[lead] = row0;

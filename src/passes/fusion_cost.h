@@ -129,11 +129,11 @@ int64_t SubtreeCost(const Graph& g, const Node& n, const std::vector<std::vector
 // fusion (more than its element count when a broadcast replicates it), is
 // cheap enough to recompute: an expensive producer, or one whose `subtree_cost`
 // (SubtreeCost: the work the fusion would take on with it) reaches
-// kExpensiveSubtreeCost,
-// may be evaluated at most `passes` times per element. `passes` is 1, except in a row fusion, where
-// a value may be recomputed once per pass over the row (FusionAnalysis::row_passes: one per
-// reduction, plus one for the row-shaped outputs; a row in cache is cheaper to recompute from than
-// a materialized intermediate written to and read back from memory).
+// kExpensiveSubtreeCost, may be evaluated at most `passes` times per element.
+// `passes` is 1, except in a row fusion, where a value may be recomputed once per
+// pass over the row (FusionAnalysis::row_passes: one per reduction, plus one for the
+// row-shaped outputs; a row in cache is cheaper to recompute from than a
+// materialized intermediate written to and read back from memory).
 FusionDecision CanRecompute(const Node& producer, double evaluations, int passes = 1,
                             int64_t subtree_cost = 0);
 

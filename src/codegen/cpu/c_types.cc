@@ -48,6 +48,12 @@ std::string ComputeType(DType t) {
   return StorageType(t);
 }
 
+std::string SelectExpr(DType t, const std::string& c, const std::string& a, const std::string& b) {
+  if (!IsFloat(t)) return "(" + c + " ? " + a + " : " + b + ")";
+  const std::string ct = ComputeType(t);
+  return "ember_fsel(" + c + ", (" + ct + ")" + a + ", (" + ct + ")" + b + ")";
+}
+
 std::string LoadExpr(DType t, const std::string& storage) {
   if (t == DType::kBF16) return "ember_bf16_to_f32(" + storage + ")";
   if (t == DType::kF16) return "ember_f16_to_f32(" + storage + ")";

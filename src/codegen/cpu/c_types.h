@@ -31,6 +31,10 @@ std::string RoundExpr(DType t, const std::string& value);
 std::string ElementExpr(const Literal& lit, int64_t i);
 // Element i of `lit` as a storage-type initializer (for constant tables).
 std::string StorageInitializer(const Literal& lit, int64_t i);
+// `c ? a : b` for values of dtype t. Floating values go through the prelude's
+// branch-free ember_fsel (GCC compiles a scalar float ternary to a jump that
+// mispredicts on data-dependent masks; docs/codegen.md, "Semantics").
+std::string SelectExpr(DType t, const std::string& c, const std::string& a, const std::string& b);
 // An int64 literal ("12", "5000000000LL", INT64_MIN spelled safely).
 std::string IntLiteral(int64_t v);
 

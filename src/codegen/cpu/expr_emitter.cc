@@ -420,11 +420,7 @@ ExprEmitter::Val ExprEmitter::EmitElementwise(const Node& n, const Index& idx) {
     Val p = Emit(n.operands[0], ps.is_scalar() ? Index::Scalar() : idx);
     Val a = Emit(n.operands[1], idx);
     Val b = Emit(n.operands[2], idx);
-    const std::string e = IsFloat(t) ? "ember_fsel(" + p.expr + ", (" + ComputeType(t) + ")" +
-                                           a.expr + ", (" + ComputeType(t) + ")" + b.expr +
-                                           ")"  // branch-free (prelude)
-                                     : "(" + p.expr + " ? " + a.expr + " : " + b.expr + ")";
-    return {Bind(t, e), p.is_const && a.is_const && b.is_const};
+    return {Bind(t, SelectExpr(t, p.expr, a.expr, b.expr)), p.is_const && a.is_const && b.is_const};
   }
   if (n.op == OpKind::kClamp) {
     auto at = [&](int i) {

@@ -88,9 +88,9 @@ class KernelPlanner {
   // kMaxRowLengthTrials tried) whose row loop reads every index without a
   // digit of the row's counter; the innermost dim when none does.
   int64_t RowLength(const Phase& ph, LFunction* f);
+  // The shortest row loop: a phase whose innermost dim is shorter runs flat, with the
+  // digits of the element number (plan_loop.cc).
   static constexpr int64_t kMinRowLength = 8;
-  // Rows shorter than this use the flat loop with digits instead (plan_loop.cc).
-  static constexpr int64_t kMinRowLoopLength = 8;
   static constexpr size_t kMaxRowLengthTrials = 12;
   // Computes row-broadcast operands reached from `roots` once per row into
   // locals (ctx_.scalars). `outer` indexes the row's leading dims.

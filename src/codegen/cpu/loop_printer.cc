@@ -159,12 +159,7 @@ class Printer {
       case LExprKind::kConvert:
         return ConvertText(e.operand_type, e.type, Expr(*e.args[0]));
       case LExprKind::kSelect:
-        if (IsFloat(e.type)) {  // branch-free (prelude: ember_fsel)
-          const std::string ct = ComputeType(e.type);
-          return "ember_fsel(" + Expr(*e.args[0]) + ", (" + ct + ")" + Expr(*e.args[1]) + ", (" +
-                 ct + ")" + Expr(*e.args[2]) + ")";
-        }
-        return "(" + Expr(*e.args[0]) + " ? " + Expr(*e.args[1]) + " : " + Expr(*e.args[2]) + ")";
+        return SelectExpr(e.type, Expr(*e.args[0]), Expr(*e.args[1]), Expr(*e.args[2]));
       case LExprKind::kCombine:
         return CombineText(e.reduce, e.type, Expr(*e.args[0]), Expr(*e.args[1]));
       case LExprKind::kCmp:

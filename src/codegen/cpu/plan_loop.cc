@@ -1,6 +1,6 @@
 // Elementwise phases (kernel_planner.h): a flat simd loop over the elements
 // when every index it reads is affine in the element number or the rows would be
-// shorter than kMinRowLoopLength (the digits of the element number are then
+// shorter than kMinRowLength (the digits of the element number are then
 // computed per element), else a loop
 // over rows (the multi-index's outer part is the row number's digits,
 // loop-invariant) with a simd loop along the row and the row-broadcast
@@ -27,12 +27,11 @@ void KernelPlanner::LoopPhase(Phase* ph, LFunction* f) {
   if (n.shape.rank() > 1) {
     bool digits = false;
     TrialLoopNest(*ph, f, 0, &digits);
-    if (digits) row_len = RowLength(*ph, f);
-    // Rows shorter than kMinRowLoopLength spend more on the row loop's bookkeeping (its
+    // Rows shorter than kMinRowLength spend more on the row loop's bookkeeping (its
     // bounds, a vector loop of one or two iterations) than the flat loop spends on the
     // digits of the element number: a max-pool index kernel over [64,32,4,4] ran 3.4x
     // faster flat.
-    if (row_len != 0 && row_len < kMinRowLoopLength) row_len = 0;
+    if (digits && n.shape.dim(n.shape.rank() - 1) >= kMinRowLength) row_len = RowLength(*ph, f);
   }
   LBuilder b(f, &var_counter_);
   bool unused;
