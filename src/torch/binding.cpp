@@ -5,6 +5,7 @@
 #include "binding.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -24,17 +25,14 @@ namespace {
 
 void delete_runtime_buffer(void* ctx) { delete static_cast<ember::BufferRef*>(ctx); }
 
-std::shared_ptr<void> keep_alive(const at::Tensor& t) {
-  return std::shared_ptr<void>(new at::Tensor(t),
-                               [](void* p) { delete static_cast<at::Tensor*>(p); });
-}
+std::shared_ptr<void> keep_alive(const at::Tensor& t) { return std::make_shared<at::Tensor>(t); }
 
 }  // namespace
 
 // ---------------------------------------------------------------- layouts
 // Whether a tensor of `sizes` with `strides` is laid out densely row-major (strides of
 // size-1 dimensions do not matter).
-bool row_major(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+bool row_major(at::IntArrayRef sizes, at::IntArrayRef strides) {
   int64_t expect = 1;
   for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
     if (sizes[d] == 0) return true;
@@ -44,7 +42,7 @@ bool row_major(const std::vector<int64_t>& sizes, const std::vector<int64_t>& st
   return true;
 }
 
-bool row_major(const at::Tensor& t) { return row_major(t.sizes().vec(), t.strides().vec()); }
+bool row_major(const at::Tensor& t) { return row_major(t.sizes(), t.strides()); }
 
 // When `t` is not row-major but its elements are a dense row-major block in another
 // dimension order (e.g. `w.t()`, a permuted contiguous tensor): that order, outermost
@@ -84,9 +82,7 @@ at::Tensor wrap_buffer(const ember::BufferRef& buf, const TensorMeta& m) {
   c10::DataPtr dp(data, new ember::BufferRef(buf), &delete_runtime_buffer, c10::Device(c10::kCPU));
   c10::Storage storage(c10::Storage::use_byte_size_t(), buf->literal().size_bytes(), std::move(dp),
                        nullptr, false);
-  at::Tensor t = at::empty({0}, at::TensorOptions().dtype(m.dtype));
-  t.set_(storage, 0, m.sizes, m.strides);
-  return t;
+  return tensor_over(std::move(storage), 0, m.sizes, m.strides, m.dtype);
 }
 
 // A device buffer laid out exactly as `m` holding the values of `src` (same sizes).
@@ -346,7 +342,9 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
   // each look unreferenced to a later sync, which could then donate one and so
   // overwrite the other's values. A view root shares the storage of the root that
   // wraps the buffer (as eager's view shares its base's); any other root is copied.
-  std::unordered_map<const ember::Buffer*, size_t> wrapped_by;  // buffer -> root wrapping it
+  ska::flat_hash_map<const ember::Buffer*, size_t> wrapped_by;  // buffer -> root wrapping it
+  wrapped_by.reserve(res->size());
+  out.outputs.reserve(res->size());
   for (size_t i = 0; i < res->size(); ++i) {
     const ember::BufferRef& buf = (*res)[i];
     const TensorMeta* m = &p.output_metas[i];
@@ -356,9 +354,7 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
       const at::Tensor& base = out.outputs[w->second];
       if (p.output_views[i] && m->offset == 0 && row_major(m->sizes, m->strides) &&
           base.scalar_type() == m->dtype) {
-        at::Tensor t = at::empty({0}, at::TensorOptions().dtype(m->dtype));
-        t.set_(base.storage(), 0, m->sizes, m->strides);
-        out.outputs.push_back(t);
+        out.outputs.push_back(tensor_over(base.storage(), 0, m->sizes, m->strides, m->dtype));
       } else {
         TensorMeta dense = *m;
         {
@@ -385,9 +381,8 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
             // tensor (a view would keep the input alive as its base: one more storage
             // reference, and the next step could not donate the buffer).
             const at::Tensor& t = arg_tensors[a];
-            at::Tensor r = at::empty({0}, t.options());
-            r.set_(t.storage(), t.storage_offset(), m->sizes, m->strides);
-            out.outputs.push_back(std::move(r));
+            out.outputs.push_back(tensor_over(t.storage(), t.storage_offset(), m->sizes, m->strides,
+                                              t.scalar_type()));
             break;
           }
         }

@@ -15,7 +15,7 @@ namespace ember_torch {
 
 // Whether a tensor of `sizes` with `strides` is laid out densely row-major (strides of
 // size-1 dimensions do not matter).
-bool row_major(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
+bool row_major(at::IntArrayRef sizes, at::IntArrayRef strides);
 bool row_major(const at::Tensor& t);
 
 // When `t` is not row-major but its elements are a dense row-major block in another

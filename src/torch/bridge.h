@@ -82,6 +82,11 @@ bool is_runtime_buffer(
 // A CPU tensor backed by the device allocator.
 at::Tensor alloc_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, at::ScalarType dtype,
                         int64_t storage_offset = 0);
+// A CPU tensor of `dtype` over `storage` (shared, not copied) with the given geometry,
+// made without a dispatcher call (what `at::empty({0}).set_(...)` gives, at a fraction
+// of its cost: the sync binds every result this way).
+at::Tensor tensor_over(c10::Storage storage, int64_t storage_offset, at::IntArrayRef sizes,
+                       at::IntArrayRef strides, at::ScalarType dtype);
 
 // ---------------------------------------------------------------- RNG
 // The device generator hands out (seed, offset) pairs; a random op runs with a CPU
@@ -169,7 +174,8 @@ struct Node {
   // Per schema return: -1 one tensor, n >= 0 a list of n, -2 undefined, -3 an alias
   // of a (written) argument. Empty: every output defined, in order.
   std::vector<int> ret_shape;
-  uint64_t seq = 0;  // trace order (op nodes): sync runs ops in this order
+  uint64_t seq = 0;             // trace order (op nodes): sync runs ops in this order
+  uint64_t structure_hash = 0;  // op nodes: structure_hash(*this), set when traced (lazy_graph.h)
   const char* name() const;
 };
 
@@ -188,6 +194,7 @@ struct LazyState : std::enable_shared_from_this<LazyState> {
   // Index in the pending list (set_pending), or kUnlisted; guarded by state_mutex().
   static constexpr size_t kUnlisted = static_cast<size_t>(-1);
   size_t pending_slot = kUnlisted;
+  LazyState *live_prev = nullptr, *live_next = nullptr;  // the live-state list; state_mutex()
   explicit LazyState(uint64_t id_) : id(id_) {}
   ~LazyState();
 };

@@ -19,9 +19,7 @@ const c10::StorageImpl* storage_of(const at::Tensor& t) {
 // A tensor over `base`'s storage with the given geometry (no autograd relation).
 at::Tensor view_of(const at::Tensor& base, const std::vector<int64_t>& sizes,
                    const std::vector<int64_t>& strides, int64_t offset) {
-  at::Tensor t = at::empty({0}, at::TensorOptions().dtype(base.scalar_type()));
-  t.set_(base.storage(), offset, sizes, strides);
-  return t;
+  return tensor_over(base.storage(), offset, sizes, strides, base.scalar_type());
 }
 
 bool draws_random(const Node& n) {

@@ -172,6 +172,17 @@ at::Tensor alloc_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, at::Scal
   return at::Tensor(base).as_strided(sizes, strides, storage_offset);
 }
 
+at::Tensor tensor_over(c10::Storage storage, int64_t storage_offset, at::IntArrayRef sizes,
+                       at::IntArrayRef strides, at::ScalarType dtype) {
+  TORCH_INTERNAL_ASSERT(sizes.size() == strides.size(),
+                        "tensor_over: sizes and strides differ in rank");
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage),
+                                                   c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                   c10::scalarTypeToTypeMeta(dtype));
+  impl->set_sizes_and_strides(sizes, strides, storage_offset);
+  return at::Tensor(std::move(impl));
+}
+
 // ---------------------------------------------------------------- generator
 namespace {
 struct EmberGeneratorImpl final : c10::GeneratorImpl {

@@ -41,10 +41,10 @@ void hash_plain(const c10::IValue& v, std::vector<int64_t>& t) {
     return;
   }
   if (v.isIntList()) {
-    auto l = v.toIntVector();
+    const auto l = v.toIntList();
     t.push_back(6);
     t.push_back(l.size());
-    t.insert(t.end(), l.begin(), l.end());
+    for (const int64_t x : l) t.push_back(x);
     return;
   }
   if (v.isSymIntList()) {
@@ -110,6 +110,44 @@ uint64_t hash_tokens(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+uint64_t structure_hash(const Node& n) {
+  thread_local std::vector<int64_t> t;  // kept between calls: no allocation per op
+  t.clear();
+  const auto& schema = n.op->schema();
+  t.push_back(static_cast<int64_t>(std::hash<std::string>()(schema.name())));
+  t.push_back(static_cast<int64_t>(std::hash<std::string>()(schema.overload_name())));
+  for (size_t i = 0; i < n.specs.size(); ++i) {
+    const auto& sp = n.specs[i];
+    t.push_back(100 + static_cast<int>(sp.kind));
+    switch (sp.kind) {
+      case ArgKind::kPlain:
+        hash_plain(n.args[i], t);
+        break;
+      case ArgKind::kTensor:
+      case ArgKind::kTensorList:
+      case ArgKind::kOptTensorList:
+        t.push_back(sp.operands.size());
+        for (int o : sp.operands) t.push_back(o < 0);
+        break;
+      case ArgKind::kScalar:
+        t.push_back(scalar_tag(n.args[i]));
+        break;
+      case ArgKind::kScalarList: {
+        auto l = n.args[i].toList();
+        t.push_back(l.size());
+        for (size_t j = 0; j < l.size(); ++j) t.push_back(scalar_tag(l.get(j)));
+        break;
+      }
+      case ArgKind::kGenerator:
+      case ArgKind::kDevice:
+        break;
+    }
+  }
+  t.push_back(n.seeded_default ? -7 : -8);
+  for (const auto& m : n.outputs) hash_meta(m, t);
+  return hash_tokens(t);
+}
+
 int64_t scalar_tag(const c10::IValue& v) {
   if (v.isDouble()) return 1;
   if (v.isInt()) return 2;
@@ -120,9 +158,11 @@ int64_t scalar_tag(const c10::IValue& v) {
 
 void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, LazyGraph& g) {
   // Device data leaves deduplicated by tensor, in-flight leaves by future: key -> input.
-  std::unordered_map<const void*, size_t> data_inputs;
-  std::unordered_map<const FutureData*, at::Tensor> future_data;  // as first seen
-  std::unordered_set<const Node*> visited;
+  ska::flat_hash_map<const void*, size_t> data_inputs;
+  ska::flat_hash_map<const FutureData*, at::Tensor> future_data;  // as first seen
+  ska::flat_hash_set<const Node*> visited;
+  visited.reserve(4 * roots.size() + 16);
+  g.first_slot.reserve(4 * roots.size() + 16);
   // Iterative post-order DFS.
   std::vector<std::pair<Node*, size_t>> work;
   auto& t = g.tokens;
@@ -152,7 +192,7 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
     // (the graph's structure would then depend on the worker's timing).
     at::Tensor data = n->data;
     if (future) {
-      auto [seen, first] = future_data.try_emplace(n->future.get());
+      auto [seen, first] = future_data.emplace(n->future.get(), at::Tensor());
       if (first) {
         std::string err;
         seen->second = n->future->peek(&err);
@@ -179,53 +219,43 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
     t.push_back(-1);
     add_input(n, std::move(data), future ? n->future : nullptr, 1);
   };
+  // An op: its structure hash (trace time) and its operands' slots; its scalars and rng
+  // pairs become scalar inputs in argument order.
   auto emit_op = [&](Node* n) {
     g.first_slot[n] = g.num_slots;
     g.num_slots += static_cast<int>(n->outputs.size());
     g.ops.push_back(n);
     t.push_back(-3);
-    t.push_back(static_cast<int64_t>(std::hash<std::string>()(n->op->schema().name())));
-    t.push_back(static_cast<int64_t>(std::hash<std::string>()(n->op->schema().overload_name())));
+    t.push_back(static_cast<int64_t>(n->structure_hash));
     for (size_t i = 0; i < n->specs.size(); ++i) {
       const auto& sp = n->specs[i];
-      t.push_back(100 + static_cast<int>(sp.kind));
       switch (sp.kind) {
-        case ArgKind::kPlain:
-          hash_plain(n->args[i], t);
-          break;
         case ArgKind::kTensor:
         case ArgKind::kTensorList:
         case ArgKind::kOptTensorList:
-          t.push_back(sp.operands.size());
           for (int o : sp.operands) t.push_back(o < 0 ? -1 : slot_of(g, n->operands[o]));
           break;
         case ArgKind::kScalar:
-          t.push_back(scalar_tag(n->args[i]));
           g.scalars.push_back(n->args[i]);
           break;
         case ArgKind::kScalarList: {
           auto l = n->args[i].toList();
-          t.push_back(l.size());
-          for (size_t j = 0; j < l.size(); ++j) {
-            t.push_back(scalar_tag(l.get(j)));
-            g.scalars.push_back(l.get(j));
-          }
+          for (size_t j = 0; j < l.size(); ++j) g.scalars.push_back(l.get(j));
           break;
         }
         case ArgKind::kGenerator:
           g.scalars.emplace_back(static_cast<int64_t>(n->rng_seed));
           g.scalars.emplace_back(static_cast<int64_t>(n->rng_offset));
           break;
+        case ArgKind::kPlain:
         case ArgKind::kDevice:
           break;
       }
     }
     if (n->seeded_default) {
-      t.push_back(-7);
       g.scalars.emplace_back(static_cast<int64_t>(n->rng_seed));
       g.scalars.emplace_back(static_cast<int64_t>(n->rng_offset));
     }
-    for (const auto& m : n->outputs) hash_meta(m, t);
   };
   // Every op reachable from the roots (iterative post-order DFS) is emitted in program
   // order (the trace sequence): running steps in the order the program traced them
@@ -241,9 +271,8 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
   const uint64_t own = first ? first->gen : 0;
   for (const auto& r : roots) {
     Node* root = r.second.node.get();
-    if (visited.count(root)) continue;
+    if (!visited.insert(root).second) continue;
     work.emplace_back(root, 0);
-    visited.insert(root);
     while (!work.empty()) {
       auto& [n, i] = work.back();
       if (n->kind != NodeKind::kOp) {
@@ -256,19 +285,19 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
         if (claim && claim->gen != own) operand = future_leaf(claim->future);
         Node* c = operand.node.get();
         ++i;
-        if (!visited.count(c)) {
-          visited.insert(c);
-          work.emplace_back(c, 0);
-        }
+        if (visited.insert(c).second) work.emplace_back(c, 0);
         continue;
       }
       ops.push_back(n);
       work.pop_back();
     }
   }
-  std::stable_sort(ops.begin(), ops.end(),
-                   [](const Node* a, const Node* b) { return a->seq < b->seq; });
-  std::unordered_set<const Node*> leaves;
+  std::sort(ops.begin(), ops.end(),  // trace numbers are unique
+            [](const Node* a, const Node* b) { return a->seq < b->seq; });
+  t.reserve(4 * ops.size() + 16);
+  g.ops.reserve(ops.size());
+  ska::flat_hash_set<const Node*> leaves;
+  leaves.reserve(ops.size() + 16);
   auto leaf = [&](Node* n) {
     if (n->kind != NodeKind::kOp && leaves.insert(n).second) visit_leaf(n);
   };

@@ -5,6 +5,8 @@
 // (lower.h).
 #pragma once
 
+#include <c10/util/flat_hash_map.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -23,18 +25,29 @@ struct LazyGraph {
   // is keyed by its data, so it is one input with the leaves of states that settled on
   // that data meanwhile (one structure whatever the timing).
   std::vector<at::Tensor> inputs;
-  std::vector<TensorMeta> input_metas;              // per input: sizes, strides, offset, dtype
-  std::vector<FuturePtr> input_futures;             // per input: the future, or null
-  std::vector<c10::IValue> scalars;                 // scalar inputs (Scalar args, rng pairs)
-  std::vector<int> output_slots;                    // per root
-  std::vector<int64_t> tokens;                      // canonical structure
-  std::unordered_map<const Node*, int> first_slot;  // slot of output 0 of each node
+  std::vector<TensorMeta> input_metas;   // per input: sizes, strides, offset, dtype
+  std::vector<FuturePtr> input_futures;  // per input: the future, or null
+  std::vector<c10::IValue> scalars;      // scalar inputs (Scalar args, rng pairs)
+  std::vector<int> output_slots;         // per root
+  // Canonical structure: per leaf its key metadata, per op its structure_hash and its
+  // operands' slots, then the roots' slots.
+  std::vector<int64_t> tokens;
+  ska::flat_hash_map<const Node*, int> first_slot;  // slot of output 0 of each node
   std::vector<int> input_slots;                     // slot of each input (inputs[i])
   std::vector<int> input_nodes;                     // leaf nodes holding each input (deduplicated)
   std::vector<int> input_future_nodes;              // of those, future leaves (hold the future)
   int num_slots = 0;
   uint64_t hash = 0;
 };
+
+// The structure of op node `n` apart from its operands' identity, hashed (64-bit): the
+// op's schema name and overload, per argument its kind and, for attributes, its value,
+// for Scalar arguments their type, the operands' count and None positions, whether it
+// draws from the default generator, its outputs' metadata. Computed once, when the op is
+// traced (Node::structure_hash), so a sync hashes no op contents. Two graphs' tokens
+// then match when every op's hash does: a collision of two different ops' 64-bit
+// hashes, at the same position of two graphs of equal shape, is what the cache trusts.
+uint64_t structure_hash(const Node& n);
 
 // Builds `g` (empty on entry) from the roots: an iterative post-order walk, ops in trace
 // order (Node::seq), data leaves deduplicated by buffer, then the tokens and their hash.

@@ -3,9 +3,9 @@
 // tensor's state (its operand value, its device data, rebinding it).
 #include <ATen/FunctionalTensorWrapper.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <algorithm>
-#include <map>
 
 #include "bridge.h"
 #include "execution_queue.h"
@@ -32,7 +32,9 @@ TensorMeta meta_of(const at::Tensor& t) {
 // ---------------------------------------------------------------- registry
 namespace {
 std::mutex g_mu;
-std::map<uint64_t, std::weak_ptr<LazyState>> g_live;
+// Every live state, newest first: an intrusive list (LazyState::live_prev/live_next), so
+// a state's birth and death cost no allocation.
+LazyState* g_live = nullptr;
 // States made pending since the last gather, in no order (LazyState::pending_slot); a
 // state leaves it when it dies, so a gather visits no dead state.
 std::vector<LazyState*> g_pending;
@@ -53,14 +55,17 @@ std::mutex& state_mutex() { return g_mu; }
 
 LazyState::~LazyState() {
   std::lock_guard<std::mutex> g(g_mu);
-  g_live.erase(id);
+  (live_prev ? live_prev->live_next : g_live) = live_next;
+  if (live_next) live_next->live_prev = live_prev;
   if (pending_slot != kUnlisted) unlist(this);
 }
 
 StatePtr new_state(std::optional<Value> ir) {
   auto s = std::make_shared<LazyState>(++g_next_id);
   std::lock_guard<std::mutex> g(g_mu);
-  g_live.emplace(s->id, s);
+  s->live_next = g_live;
+  if (g_live) g_live->live_prev = s.get();
+  g_live = s.get();
   if (ir) set_pending(s, std::move(*ir));
   return s;
 }
@@ -115,11 +120,18 @@ std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FutureP
   std::vector<std::pair<StatePtr, Value>> out;
   std::vector<StatePtr> listed, dropped;  // released after unlocking
   std::vector<std::optional<Value>> released;
-  std::map<std::pair<const Node*, int>, FuturePtr> by_value;
+  // Root value (node, output index) -> its future.
+  struct ValueHash {
+    size_t operator()(const std::pair<const Node*, int>& k) const {
+      return std::hash<const Node*>()(k.first) * 31 + static_cast<size_t>(k.second);
+    }
+  };
+  ska::flat_hash_map<std::pair<const Node*, int>, FuturePtr, ValueHash> by_value;
   {
     std::lock_guard<std::mutex> g(g_mu);
     const uint64_t gen = ++g_claim_gen;
     listed = listed_pending(true, &dropped);
+    by_value.reserve(listed.size());
     for (const StatePtr& s : listed) {
       const Value& v = *s->ir;
       if (const Node::Claim* c = v.node->claim(v.index); c && c->gen != gen) {
@@ -400,8 +412,8 @@ void assign_state(const at::Tensor& dst, const at::Tensor& src) {
 std::vector<StatePtr> states_on_buffer(const c10::StorageImpl* buffer) {
   std::vector<StatePtr> out, others;  // others: released after unlocking (~LazyState locks)
   std::lock_guard<std::mutex> g(g_mu);
-  for (auto& kv : g_live) {
-    StatePtr s = kv.second.lock();
+  for (LazyState* raw = g_live; raw; raw = raw->live_next) {
+    StatePtr s = raw->weak_from_this().lock();  // null: dying (its destructor unlinks it)
     if (!s) continue;
     bool on = s->data.defined() && s->data.storage().unsafeGetStorageImpl() == buffer;
     (on ? out : others).push_back(std::move(s));

@@ -121,11 +121,9 @@ void* storage_data(const c10::Storage& s) {
 
 at::Tensor storage_bytes(const c10::Storage& s) {
   FunctionalStorageImpl& fs = checked_storage(s, "a byte-level storage access");
-  at::Tensor out = at::empty({0}, at::TensorOptions().dtype(at::kByte));
-  if (fs.nbytes() == 0) return out;
-  c10::Storage bytes = pin(fs);
-  out.set_(bytes, 0, {static_cast<int64_t>(fs.nbytes())}, {1});
-  return out;
+  if (fs.nbytes() == 0) return at::empty({0}, at::TensorOptions().dtype(at::kByte));
+  const int64_t n = static_cast<int64_t>(fs.nbytes());
+  return tensor_over(pin(fs), 0, {n}, {1}, at::kByte);
 }
 
 void write_storage_bytes(const c10::Storage& s, const at::Tensor& bytes) {

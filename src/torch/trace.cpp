@@ -12,6 +12,7 @@
 
 #include "bridge.h"
 #include "eager.h"
+#include "lazy_graph.h"
 #include "meta.h"
 #include "op_schema.h"
 
@@ -249,6 +250,7 @@ void trace_boxed(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
     node->rng_seed = pr.first;
     node->rng_offset = pr.second;
   }
+  node->structure_hash = structure_hash(*node);
 
   maybe_pause_after_operands();
 

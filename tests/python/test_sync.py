@@ -58,6 +58,50 @@ def test_equal_scalars_do_not_merge():
     assert ember.metrics.counters()["graphs_compiled"] == 0
 
 
+def test_graph_key_tells_ops_apart_by_what_only_their_structure_hash_holds():
+    # Each pair has the same op sequence, operand slots and leaves: only an op's own
+    # structure (hashed once when it is traced) differs. Each must compile its own graph
+    # and compute its own values.
+    x = torch.randn(4, 4)
+    t = torch.randn(4, 4)
+    dx, dt = x.to(DEV), t.to(DEV)
+    pairs = [
+        (lambda a, b: a.sum(dim=0) + b[0], lambda a, b: a.sum(dim=1) + b[0]),  # an attribute
+        (lambda a, b: torch.clamp(a, min=b), lambda a, b: torch.clamp(a, max=b)),  # None slots
+        (lambda a, b: (a + b).to(torch.float64), lambda a, b: (a + b).to(torch.float16)),  # dtype
+        (lambda a, b: a.add(b), lambda a, b: a.sub(b)),  # the op
+    ]
+    for f, g in pairs:
+        ember.sync()
+        ember.metrics.clear()
+        outs = []
+        for fn in (f, g, f, g):
+            outs.append(fn(dx, dt))
+            ember.sync()
+        assert ember.metrics.counters()["graphs_compiled"] == 2
+        for fn, o in zip((f, g, f, g), outs):
+            close(o, fn(x, t))
+
+
+def test_dead_ops_and_inplace_order_keep_the_graph_key():
+    # Ops traced and dropped before the sync are not in the graph: the step hits the
+    # cache. An in-place update traced through functionalization hashes alike each step.
+    w = torch.randn(6)
+    dw = w.to(DEV)
+    ember.sync()
+    ember.metrics.clear()
+    for i in range(4):
+        if i % 2:
+            dead = dw * 7.0  # noqa: F841  (dropped: not a root)
+            del dead
+        dw.mul_(0.5).add_(1.0)
+        ember.sync()
+        w.mul_(0.5).add_(1.0)
+    c = ember.metrics.counters()
+    assert c["graphs_compiled"] == 1, c
+    close(dw, w)
+
+
 def test_shape_change_recompiles_and_logs(caplog):
     def f(t):
         return (t * 2).sum()
