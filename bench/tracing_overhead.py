@@ -315,8 +315,8 @@ def _adamw_setup(device, n_params, size, **kw):
 
 def measure_adamw_step(n_params: int, size: int, rounds: int, steps: int) -> dict:
     """Seconds per AdamW step over `n_params` parameters of [size, size] (wall time):
-    eager's default, foreach=True and fused=True on CPU, and ember's default step
-    (traced, then run: ``optimizer.step()`` queues it, ``ember.sync()`` waits for it;
+    eager's default, foreach=True and fused=True on CPU, ember's default step and ember's
+    fused=True step (traced, then run: ``optimizer.step()`` queues it, ``ember.sync()`` waits for it;
     both inside the timing). Paired rounds (order alternating), medians; ember's ratio
     to each eager variant is the median of the per-round ratios."""
     cpu, dev = torch.device("cpu"), ember.device()
@@ -325,6 +325,7 @@ def measure_adamw_step(n_params: int, size: int, rounds: int, steps: int) -> dic
         "eager foreach": (cpu, {"foreach": True}),
         "eager fused": (cpu, {"fused": True}),
         "ember default": (dev, {}),
+        "ember fused": (dev, {"fused": True}),
     }
     opts = {k: _adamw_setup(d, n_params, size, **kw) for k, (d, kw) in variants.items()}
 
@@ -351,6 +352,9 @@ def measure_adamw_step(n_params: int, size: int, rounds: int, steps: int) -> dic
     e = times["ember default"]
     for k in ("eager default", "eager foreach", "eager fused"):
         out["ember / " + k] = statistics.median(b / a for a, b in zip(times[k], e))
+    out["ember fused / eager fused"] = statistics.median(
+        b / a for a, b in zip(times["eager fused"], times["ember fused"])
+    )
     return out
 
 
@@ -423,13 +427,20 @@ def main(argv=None):
             f"[{args.adamw_size}, {args.adamw_size}] (wall time, trace + run on ember): "
             + ", ".join(
                 f"{k} {step[k + ' ms']:.3f} ms"
-                for k in ("eager default", "eager foreach", "eager fused", "ember default")
+                for k in (
+                    "eager default",
+                    "eager foreach",
+                    "eager fused",
+                    "ember default",
+                    "ember fused",
+                )
             )
             + "; ember / eager: "
             + ", ".join(
                 f"{k.split()[1]} {step['ember / ' + k]:.2f}"
                 for k in ("eager default", "eager foreach", "eager fused")
             )
+            + f"; ember fused / eager fused {step['ember fused / eager fused']:.2f}"
         )
     if args.json:
         doc = {

@@ -80,6 +80,53 @@ std::optional<c10::OperatorHandle> find_out_overload(const c10::OperatorHandle& 
   return std::nullopt;
 }
 
+// The in-place op whose functional variant `op` is, when `n` is such a call: `op` is
+// `name.overload`, `name_.overload` exists with a CPU kernel and the same arguments, its
+// written arguments are `op`'s returns in order (functionalization names them
+// `<argument>_out`), and each output has its argument's dtype and sizes (the variant
+// clones the argument, then runs the in-place op on the clone). `*args` gets the
+// written arguments' indices.
+std::optional<c10::OperatorHandle> find_inplace_variant(const c10::OperatorHandle& op,
+                                                        const Node& n, std::vector<int>* args) {
+  const auto& s = op.schema();
+  if (!n.written.empty() || s.name().empty() || s.name().back() == '_') return std::nullopt;
+  for (bool v : n.output_is_view)
+    if (v) return std::nullopt;
+  auto h =
+      c10::Dispatcher::singleton().findOp(c10::OperatorName(s.name() + "_", s.overload_name()));
+  if (!h || !h->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) return std::nullopt;
+  const auto& is = h->schema();
+  if (is.arguments().size() != s.arguments().size()) return std::nullopt;
+  std::vector<int> written;
+  for (size_t i = 0; i < is.arguments().size(); ++i) {
+    const auto& a = is.arguments()[i];
+    if (a.name() != s.arguments()[i].name() || *a.type() != *s.arguments()[i].type())
+      return std::nullopt;
+    if (a.alias_info() && a.alias_info()->isWrite()) written.push_back(static_cast<int>(i));
+  }
+  const auto& rets = s.returns();
+  if (written.empty() || written.size() != rets.size()) return std::nullopt;
+  size_t out = 0;
+  for (size_t k = 0; k < rets.size(); ++k) {
+    const int i = written[k];
+    if (rets[k].name() != is.arguments()[i].name() + "_out" ||
+        *rets[k].type() != *is.arguments()[i].type())
+      return std::nullopt;
+    const ArgSpec& sp = n.specs[i];
+    if (sp.kind != ArgKind::kTensor && sp.kind != ArgKind::kTensorList) return std::nullopt;
+    for (int o : sp.operands) {
+      if (o < 0 || out >= n.outputs.size()) return std::nullopt;
+      const Value& v = n.operands[o];
+      const TensorMeta& in = v.node->outputs[v.index];
+      const TensorMeta& res = n.outputs[out++];
+      if (in.dtype != res.dtype || in.sizes != res.sizes) return std::nullopt;
+    }
+  }
+  if (out != n.outputs.size()) return std::nullopt;
+  *args = std::move(written);
+  return h;
+}
+
 at::Tensor conform(const at::Tensor& r, const TensorMeta& m, bool view, bool* copied) {
   bool same =
       r.sizes().vec() == m.sizes && r.strides().vec() == m.strides && r.scalar_type() == m.dtype;
@@ -101,6 +148,7 @@ AtenStep make_aten_step(const Node& n, const std::function<int(int)>& tensor_ref
   AtenStep st(*n.op);
   st.name = op_name(n.op->schema());
   st.out_op = find_out_overload(*n.op, n);
+  if (!st.out_op) st.inplace_op = find_inplace_variant(*n.op, n, &st.inplace_args);
   st.args = n.args;
   st.written = n.written;
   int& scalar_idx = *next_scalar;
@@ -228,6 +276,32 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
       gen.set_state(*s);
     }
   } restore_rng{saved_rng};
+  if (st.inplace_op) {
+    // Each written argument's values in its output buffer (or a new one), then the
+    // in-place op on those buffers: the results are the buffers.
+    size_t k = 0;
+    for (int i : st.inplace_args) {
+      auto into_output = [&](const at::Tensor& in) {
+        const auto& m = st.out_metas[k];
+        at::Tensor o = io.out_buffer ? io.out_buffer(k) : at::Tensor();
+        if (!o.defined()) o = alloc_buffer(m.sizes, m.strides, m.dtype, m.offset);
+        ++k;
+        if (o.data_ptr() != in.data_ptr() || o.strides() != in.strides()) o.copy_(in);
+        results.push_back(o);
+        return o;
+      };
+      c10::IValue& v = stack[i];
+      if (v.isTensor()) {
+        v = into_output(v.toTensor());
+      } else {
+        c10::List<at::Tensor> l;
+        for (const at::Tensor& t : v.toTensorList()) l.push_back(into_output(t));
+        v = std::move(l);
+      }
+    }
+    st.inplace_op->callBoxed(&stack);
+    return results;
+  }
   bool use_out = st.out_op.has_value() && out_overload_ok(*st.out_op);
   std::vector<bool> preset(st.out_metas.size(), false);
   if (use_out) {

@@ -23,7 +23,14 @@ struct AtenStep {
   explicit AtenStep(c10::OperatorHandle o) : op(std::move(o)) {}
   c10::OperatorHandle op;
   std::optional<c10::OperatorHandle> out_op;  // `.out` overload writing into our buffers
-  std::vector<c10::IValue> args;              // template
+  // A functional variant of an in-place op (functionalization's `_fused_adamw` of
+  // `_fused_adamw_`): that in-place op, run on the output buffers after each written
+  // argument is copied into its own (in place, without a copy, where the buffer is the
+  // argument's: a donated input). `inplace_args`: the in-place op's written arguments,
+  // in the order of the functional op's returns.
+  std::optional<c10::OperatorHandle> inplace_op;
+  std::vector<int> inplace_args;
+  std::vector<c10::IValue> args;  // template
   std::vector<ArgKind> kinds;
   std::vector<std::vector<int>> refs;
   std::vector<int> written;

@@ -56,6 +56,30 @@ def test_fused_optimizer_matches_eager(name):
         torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6, msg=pname)
 
 
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_fused_optimizer_step_runs_in_place_on_its_outputs(name):
+    # The functional variant (`_fused_adamw`) runs as its in-place op on the output
+    # buffers: no result of the step is computed elsewhere and copied in.
+    torch.manual_seed(1)
+    ps = [torch.randn(5, 4, requires_grad=True) for _ in range(3)]
+    grads = [torch.randn(5, 4) for _ in ps]
+    qs = [p.detach().clone().to(DEV).requires_grad_() for p in ps]
+    for group, gs in ((ps, grads), (qs, [g.to(DEV) for g in grads])):
+        for p, g in zip(group, gs):
+            p.grad = g
+    ref, opt = OPTIMIZERS[name](ps), OPTIMIZERS[name](qs)
+    for _ in range(2):
+        ref.step()
+        ember.sync()
+        ember.metrics.clear()
+        opt.step()
+        ember.sync()
+        c = ember.metrics.counters()
+        assert c["extern_copies"] == 0, c["externs"]
+    for p, q in zip(ps, qs):
+        torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6)
+
+
 def test_optimizer_built_before_the_move_trains_the_moved_model():
     torch.manual_seed(0)
     ref = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
