@@ -97,13 +97,12 @@ std::optional<c10::OperatorHandle> find_inplace_variant(const c10::OperatorHandl
   if (!h || !h->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) return std::nullopt;
   const auto& is = h->schema();
   if (is.arguments().size() != s.arguments().size()) return std::nullopt;
-  std::vector<int> written;
   for (size_t i = 0; i < is.arguments().size(); ++i) {
     const auto& a = is.arguments()[i];
     if (a.name() != s.arguments()[i].name() || *a.type() != *s.arguments()[i].type())
       return std::nullopt;
-    if (a.alias_info() && a.alias_info()->isWrite()) written.push_back(static_cast<int>(i));
   }
+  std::vector<int> written = marked_written_args(is);
   const auto& rets = s.returns();
   if (written.empty() || written.size() != rets.size()) return std::nullopt;
   size_t out = 0;

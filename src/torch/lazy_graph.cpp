@@ -6,7 +6,6 @@
 #include <cstring>
 #include <functional>
 #include <sstream>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "execution_queue.h"
@@ -162,7 +161,6 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
   ska::flat_hash_map<const FutureData*, at::Tensor> future_data;  // as first seen
   ska::flat_hash_set<const Node*> visited;
   visited.reserve(4 * roots.size() + 16);
-  g.first_slot.reserve(4 * roots.size() + 16);
   // Iterative post-order DFS.
   std::vector<std::pair<Node*, size_t>> work;
   auto& t = g.tokens;
@@ -296,10 +294,10 @@ void build_lazy_graph(const std::vector<std::pair<StatePtr, Value>>& roots, Lazy
             [](const Node* a, const Node* b) { return a->seq < b->seq; });
   t.reserve(4 * ops.size() + 16);
   g.ops.reserve(ops.size());
-  ska::flat_hash_set<const Node*> leaves;
-  leaves.reserve(ops.size() + 16);
+  g.first_slot.reserve(visited.size());  // every node reached gets a slot
+  // A leaf at its first use (visit_leaf gives every leaf its first_slot entry).
   auto leaf = [&](Node* n) {
-    if (n->kind != NodeKind::kOp && leaves.insert(n).second) visit_leaf(n);
+    if (n->kind != NodeKind::kOp && !g.first_slot.count(n)) visit_leaf(n);
   };
   for (Node* n : ops) {
     for (const auto& o : n->operands) leaf(o.node.get());
@@ -361,7 +359,6 @@ std::string graph_text(const LazyGraph& g) {
   std::ostringstream os;
   os << "# ember lazy graph " << std::hex << g.hash << std::dec << ": " << g.ops.size() << " ops, "
      << g.inputs.size() << " tensor inputs, " << g.scalars.size() << " scalar inputs\n";
-  std::unordered_map<const Node*, bool> printed;
   for (const auto& kv : g.first_slot) {
     const Node* n = kv.first;
     if (n->kind == NodeKind::kOp) continue;

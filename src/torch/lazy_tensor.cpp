@@ -4,6 +4,7 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/flat_hash_map.h>
+#include <c10/util/hash.h>
 
 #include <algorithm>
 
@@ -121,12 +122,8 @@ std::vector<std::pair<StatePtr, Value>> claim_pending_states(std::vector<FutureP
   std::vector<StatePtr> listed, dropped;  // released after unlocking
   std::vector<std::optional<Value>> released;
   // Root value (node, output index) -> its future.
-  struct ValueHash {
-    size_t operator()(const std::pair<const Node*, int>& k) const {
-      return std::hash<const Node*>()(k.first) * 31 + static_cast<size_t>(k.second);
-    }
-  };
-  ska::flat_hash_map<std::pair<const Node*, int>, FuturePtr, ValueHash> by_value;
+  ska::flat_hash_map<std::pair<const Node*, int>, FuturePtr, c10::hash<std::pair<const Node*, int>>>
+      by_value;
   {
     std::lock_guard<std::mutex> g(g_mu);
     const uint64_t gen = ++g_claim_gen;

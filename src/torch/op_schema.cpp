@@ -108,13 +108,18 @@ std::string describe_args(const c10::OperatorHandle& op, const std::vector<c10::
   return os.str();
 }
 
-std::vector<int> written_args(const c10::FunctionSchema& schema,
-                              const std::vector<c10::IValue>& args) {
+std::vector<int> marked_written_args(const c10::FunctionSchema& schema) {
   std::vector<int> w;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto* ai = schema.arguments()[i].alias_info();
     if (ai && ai->isWrite()) w.push_back(static_cast<int>(i));
   }
+  return w;
+}
+
+std::vector<int> written_args(const c10::FunctionSchema& schema,
+                              const std::vector<c10::IValue>& args) {
+  std::vector<int> w = marked_written_args(schema);
   if (const OpCorrection* c = find_op_correction(schema)) {
     if (c->extra_written) c->extra_written(args, w);
   }

@@ -37,8 +37,10 @@ c10::IValue convert_tensors(const c10::IValue& v,
 // Whether no argument is a tensor (a factory op: arange, zeros, ...).
 bool is_factory(const std::vector<c10::IValue>& args);
 
-// The argument indices the op writes: those its schema marks `(a!)`, plus the ones the
-// schema fails to mark (meta_corrections.h, `extra_written`).
+// The argument indices the schema marks written (`(a!)`).
+std::vector<int> marked_written_args(const c10::FunctionSchema& schema);
+// The argument indices the op writes: those its schema marks, plus the ones the schema
+// fails to mark (meta_corrections.h, `extra_written`).
 std::vector<int> written_args(const c10::FunctionSchema& schema,
                               const std::vector<c10::IValue>& args);
 
