@@ -6,6 +6,8 @@ bytes themselves; data pointers are checked against the bytes they address (ctyp
 import copy
 import ctypes
 import pickle
+import threading
+import time
 
 import pytest
 import torch
@@ -66,6 +68,32 @@ VIEWS = {
     "clone": lambda a: a.clone(),
     "to_dtype": lambda a: a.to(torch.float64),
     "chained": lambda a: a[1:].t()[2:].unsqueeze(0),
+    "adjoint": lambda a: a.adjoint(),
+    "H": lambda a: a.H,
+    "mH": lambda a: a.mH,
+    "swapdims": lambda a: a.swapdims(0, 1),
+    "moveaxis": lambda a: a.moveaxis(0, 1),
+    "hsplit": lambda a: a.hsplit(3)[1],
+    "vsplit": lambda a: a.vsplit(2)[1],
+    "dsplit": lambda a: a.view(2, 2, 6).dsplit(2)[1],
+    "split_with_sizes": lambda a: a.split_with_sizes([2, 4], 1)[1],
+    "tensor_split_indices": lambda a: a.tensor_split([1, 4], dim=1)[1],
+    "reshape_as": lambda a: a.reshape_as(torch.empty(2, 12)),
+    "ravel": lambda a: a.ravel(),
+    "broadcast_to": lambda a: a[:1].broadcast_to(5, 6),
+    "atleast_3d": lambda a: torch.atleast_3d(a),
+    "squeeze_dims": lambda a: a.unsqueeze(0).unsqueeze(2).squeeze((0, 2)),
+    "unflatten_neg": lambda a: a.unflatten(0, (2, -1)),
+    "select_neg": lambda a: a.select(1, -1),
+    "narrow_neg": lambda a: a.narrow(0, -2, 2),
+    "index_int_slice": lambda a: a[2, 3:],
+    "index_none_ellipsis": lambda a: a[None, ..., 1],
+    "view_dtype_uint8": lambda a: a.view(torch.uint8),
+    "view_dtype_f16_slice": lambda a: a.view(torch.float16)[:, 3:],
+    "as_strided_overlapping": lambda a: a.as_strided((3, 3), (1, 1), 2),
+    "view_as_complex": lambda a: torch.view_as_complex(a.view(4, 3, 2)),
+    "unsafe_split": lambda a: a.unsafe_split(2)[1],
+    "unsafe_chunk": lambda a: a.unsafe_chunk(2)[1],
 }
 
 
@@ -101,6 +129,26 @@ def test_complex_views_share_storage_as_in_eager():
     b = a.to(DEV)
     for f in (torch.view_as_real, lambda t: t.real, lambda t: t.imag):
         assert _storage_facts(b, f(b)) == _storage_facts(a, f(a))
+
+
+CONJ_VIEWS = {
+    "conj": lambda a: a.conj(),
+    "resolve_conj": lambda a: a.conj().resolve_conj(),
+    "H": lambda a: a.H,
+    "mH": lambda a: a.mH,
+    "adjoint": lambda a: a.adjoint(),
+}
+
+
+@pytest.mark.parametrize("name", list(CONJ_VIEWS))
+def test_conjugate_views_as_in_eager(name):
+    # eager's conj() is a view with the conjugate bit set (its bytes are the input's)
+    a = torch.randn(3, 4, dtype=torch.complex64)
+    b = a.to(DEV)
+    va, vb = CONJ_VIEWS[name](a), CONJ_VIEWS[name](b)
+    close(vb, va.resolve_conj())
+    want = dict(_storage_facts(a, va), is_conj=va.is_conj())
+    assert dict(_storage_facts(b, vb), is_conj=vb.is_conj()) == want
 
 
 def test_metadata_never_syncs():
@@ -142,6 +190,49 @@ def test_byte_access_of_a_pending_tensor_is_a_counted_value_read(name):
     BYTE_ACCESS[name](t)
     assert _counters() == (syncs + 1, reads + 1)
     assert t.untyped_storage().tolist() == (x * 2 + 1).untyped_storage().tolist()
+
+
+def _resume_once_counted(reads, timeout=10.0):
+    """Resumes the paused queue once a value read past `reads` is counted (the read
+    counts before it waits), or after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while ember.metrics.counters()["value_reads"] == reads and time.monotonic() < deadline:
+        time.sleep(0.005)
+    ember._C._pause_queue(False)
+
+
+@pytest.mark.parametrize("name", ["item"] + list(BYTE_ACCESS))
+def test_byte_access_of_an_in_flight_tensor_is_counted_as_item_is(name):
+    # "item" is the control: a value read that waits for its program
+    read = (lambda t: t[0, 0].item()) if name == "item" else BYTE_ACCESS[name]
+    old = ember.config.async_execution
+    ember.config.async_execution = True
+    try:
+        x = torch.randn(4, 6)
+        t = x.to(DEV) * 2
+        ember.sync()
+        ember._C._pause_queue(True)
+        try:
+            t = t + 1
+            ember.sync(wait=False)  # queued behind the pause: t is in flight
+            assert not ember._C.is_pending(t) and ember._C.queued_programs() == 1
+            syncs, reads = _counters()
+        finally:
+            resume = threading.Thread(target=_resume_once_counted, args=(reads,))
+            resume.start()
+        read(t)  # counted, then waits for the program (resumed once counted)
+        resume.join()
+        assert _counters() == (syncs, reads + 1)
+        sites = ember.metrics.counters()["value_read_sites"]
+        assert any("test_storage.py" in site for site in sites), sites
+        if name != "item":  # .item() counts every call; a byte access only a wait
+            read(t)  # the value is there now: nothing more is counted
+            assert _counters() == (syncs, reads + 1)
+        assert t.untyped_storage().tolist() == (x * 2 + 1).untyped_storage().tolist()
+    finally:
+        ember._C._pause_queue(False)
+        ember.sync()
+        ember.config.async_execution = old
 
 
 def test_data_ptr_points_at_the_bytes_and_is_stable_across_syncs():
@@ -281,21 +372,30 @@ def test_donation_never_takes_bytes_a_held_storage_points_at():
             x = torch.randn(64)
             w = x.to(DEV)
             ember.sync()
-            s = w.untyped_storage() if hold else None
-            ptr = s.data_ptr() if hold else None
+            s, ptr = None, None
+            if hold == "pointer":
+                s = w.untyped_storage()
+                ptr = s.data_ptr()
+            elif hold == "storage":  # the storage object alone, never addressed
+                s = w.untyped_storage()
+            elif hold == "view_pointer":  # a view's data_ptr(); the view is dropped
+                s = w[8:].untyped_storage()
+                ptr = w[8:].data_ptr() - 8 * 4
             y = w * 2  # same shape: w's buffer could take y
             del w
             d0 = ember.metrics.counters()["donated_buffers"]
             ember.sync()
             close(y, x * 2)
-            if hold:
+            if s is not None:
                 assert s.tolist() == x.untyped_storage().tolist()
+            if ptr is not None:
                 assert _bytes_at(ptr, 256) == x.untyped_storage().tolist()
             return ember.metrics.counters()["donated_buffers"] - d0
 
-        assert run(hold=True) == 0
+        for hold in ("pointer", "storage", "view_pointer"):
+            assert run(hold) == 0, hold
         # control: without the held storage the buffer is donated
-        assert run(hold=False) == 1
+        assert run(None) == 1
     finally:
         ember.config.donate_buffers = old
 
