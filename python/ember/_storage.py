@@ -12,13 +12,21 @@ computing a pending value first (a sync counted as a value read):
   whole tensor would (every tensor on the storage sees it);
 * ``clone()``, ``copy.copy``/``copy.deepcopy``: a new ember storage with the same bytes;
 * ``Tensor.set_(storage, offset, size, stride)`` puts a tensor on the storage, as a view
-  of its base (``set_(tensor)`` is functionalization's own);
+  of its base (``set_(tensor)`` is functionalization's own); a tensor of another dtype
+  than the base's reads the same bytes through a dtype view, as eager reinterprets them
+  (so torch's own ``UntypedStorage.float()``/``is_pinned()`` and a ``TypedStorage`` of any
+  dtype over an ember storage work);
+* a CPU storage's ``to(device="ember")``/``ember()`` (``torch.load`` of a saved storage
+  restores it so) is a new ember storage with its bytes; ``_write_file`` and
+  ``_set_from_file`` (legacy ``torch.save``/``torch.load``, hence ``pickle``) write and
+  read the bytes through a CPU copy, and ``_byteswap`` rewrites them;
 * ``resize_(0)`` frees the bytes and ``resize_(full size)`` gives new ones to define by
   the next write (FSDP2's pattern; C++ callers reach it through the device's resize hook).
 
 ``Tensor.storage()`` (a ``TypedStorage``) works through these. What cannot hold raises a
-``RuntimeError`` naming the tensor-level path: pickling a storage, ``share_memory_()``,
-``pin_memory()``, slicing a storage, moving it to another device type.
+``RuntimeError`` naming the tensor-level path: ``share_memory_()``, ``pin_memory()``,
+slicing a storage, moving it to another device type; so does every byte-level method of
+a storage made without a tensor (``torch.UntypedStorage(n, device="ember")``).
 """
 
 import functools
@@ -55,6 +63,22 @@ def _bytes(storage):
 
 def _write(storage, new_bytes):
     _C().write_storage_bytes(storage, new_bytes.contiguous())
+
+
+def _as_dtype(base, nbytes, dtype):
+    """The storage's first ``nbytes`` bytes as a flat tensor of ``dtype``: a view of
+    ``base`` (the storage's tensor), so writes through it reach every tensor on it."""
+    flat = base.as_strided((nbytes // base.element_size(),), (1,), 0).view(torch.uint8)
+    size = torch._utils._element_size(dtype)
+    return flat[: nbytes // size * size].view(dtype)
+
+
+_NO_TENSOR = (
+    "ember: {what} of an ember storage that is no ember tensor's (made by "
+    "torch.UntypedStorage(n, device='ember'), or a FakeTensor's): it holds no bytes ember "
+    "can read or write. Make ember storages through tensors, e.g. torch.empty(n, "
+    "dtype=torch.uint8, device='ember').untyped_storage(), or cpu_storage.to(device='ember')."
+)
 
 
 # ---------------------------------------------------------------- ember implementations
@@ -117,6 +141,23 @@ def _to(self, *args, device=None, non_blocking=False, **kwargs):
     raise RuntimeError(_HINT.format(what=f"UntypedStorage.to({target})"))
 
 
+def _write_file(self, *args, **kwargs):
+    return _cpu(self)._write_file(*args, **kwargs)
+
+
+def _set_from_file(self, f, offset, is_real_file, element_size):
+    cpu = torch.UntypedStorage(self.nbytes())
+    cpu._set_from_file(f, offset, is_real_file, element_size)
+    _write(self, _bytes(cpu))
+    return self
+
+
+def _byteswap(self, elem_size):
+    cpu = _cpu(self)
+    cpu._byteswap(elem_size)
+    _write(self, _bytes(cpu))
+
+
 def _resize_(self, nbytes):
     _C().resize_storage_bytes(self, nbytes)
     return self
@@ -144,17 +185,15 @@ _EMBER_METHODS = {
     "clone": _clone,
     "to": _to,
     "resize_": _resize_,
+    "_write_file": _write_file,
+    "_set_from_file": _set_from_file,
+    "_byteswap": _byteswap,
     "__copy__": _clone,
     "__deepcopy__": _deepcopy,
 }
 _REFUSED_METHODS = (
-    "__reduce__",
-    "_to",
     "pin_memory",
     "share_memory_",
-    "byteswap",
-    "_byteswap",
-    "_write_file",
     "mps",
     "hpu",
     "cuda",
@@ -167,13 +206,32 @@ def _dispatch(name, orig, impl):
         if _is_ember(self):
             if impl is None:
                 raise RuntimeError(_HINT.format(what=f"UntypedStorage.{name}()"))
+            if not _C().is_ember_storage(self):
+                raise RuntimeError(_NO_TENSOR.format(what=f"UntypedStorage.{name}()"))
             return impl(self, *args, **kwargs)
         if name == "copy_" and args and _is_ember(args[0]):
             # cpu_storage.copy_(ember_storage): the ember storage's bytes.
             return orig(self, _cpu(args[0]), *args[1:], **kwargs)
+        if name in ("to", "ember") and _to_ember(name, *args, **kwargs):
+            # A storage of another device to ember: a new ember storage with its bytes
+            # (torch's own path would copy into a storage made without a tensor).
+            return _bytes(self).to("ember").untyped_storage()
         return orig(self, *args, **kwargs)
 
     return method
+
+
+def _to_ember(name, *args, device=None, **kwargs):
+    """Whether a storage's ``to(...)``/``ember(...)`` call moves it to ember."""
+    target = device if device is not None else (args[0] if args else None)
+    if name == "ember":  # ember(), ember(index)
+        return True
+    if target is None:
+        return False
+    try:
+        return torch.device(target).type == "ember"
+    except (RuntimeError, TypeError):
+        return False
 
 
 def _tensor_data_ptr(orig):
@@ -196,18 +254,36 @@ def _tensor_set(orig):
             if size is not None:
                 args += [storage_offset, size] + ([] if stride is None else [stride])
             return orig(self, *args)
+        if not _C().is_ember_storage(source):
+            raise RuntimeError(_NO_TENSOR.format(what="Tensor.set_()"))
         base = _C().storage_tensor(source)
-        if base.dtype != self.dtype:
-            raise RuntimeError(
-                f"ember: Tensor.set_() of a {self.dtype} tensor on the storage of a "
-                f"{base.dtype} ember tensor: reinterpreting a storage's bytes as another "
-                "dtype is done with a view, e.g. base.view(dtype)"
-            )
+        if base.dtype == self.dtype:
+            if size is None:
+                size, storage_offset = (source.nbytes() // self.element_size(),), 0
+            if stride is None:
+                stride = torch._prims_common.make_contiguous_strides_for(size)
+            return orig(self, base.as_strided(size, stride, storage_offset))
+        # Another dtype: the same bytes read as self's dtype (as eager's set_ reinterprets
+        # them), through dtype views of the storage's flat bytes. Functionalization takes
+        # as_strided only first in a view chain, so a dense layout is a slice of them;
+        # any other is an as_strided that reads, and a write through it is refused.
+        flat = _as_dtype(base, source.nbytes(), self.dtype)
         if size is None:
-            size, storage_offset = (source.nbytes() // self.element_size(),), 0
-        if stride is None:
-            stride = torch._prims_common.make_contiguous_strides_for(size)
-        return orig(self, base.as_strided(size, stride, storage_offset))
+            return orig(self, flat)
+        size = tuple(size)
+        dense = torch._prims_common.make_contiguous_strides_for(size)
+        stride = dense if stride is None else tuple(stride)
+        numel = functools.reduce(lambda x, y: x * y, size, 1)
+        if stride == dense or numel <= 1:
+            end = storage_offset + numel
+            if storage_offset < 0 or end > flat.numel():
+                raise RuntimeError(
+                    f"ember: Tensor.set_(): size {list(size)} at storage offset "
+                    f"{storage_offset} needs {end * self.element_size()} bytes; the storage "
+                    f"has {source.nbytes()}"
+                )
+            return orig(self, flat[storage_offset:end].view(size))
+        return orig(self, flat.as_strided(size, stride, storage_offset))
 
     return set_
 
@@ -227,5 +303,8 @@ def install():
         _install(cls, name, lambda orig, n=name, i=impl: _dispatch(n, orig, i))
     for name in _REFUSED_METHODS:
         _install(cls, name, lambda orig, n=name: _dispatch(n, orig, None))
+    # storage.ember(): torch's generated method (ember/__init__.py); a CPU storage moves
+    # through _dispatch's "to ember" branch, an ember storage is returned as it is.
+    _install(cls, "ember", lambda orig: _dispatch("ember", orig, lambda self, *a, **k: self))
     _install(torch.Tensor, "data_ptr", _tensor_data_ptr)
     _install(torch.Tensor, "set_", _tensor_set)

@@ -1,13 +1,17 @@
 """torch.save / torch.load / pickle / copy.deepcopy for ember tensors.
 
-Ember tensors are functionalization wrappers whose storage holds no host data, so
-PyTorch's storage-based paths cannot read them. Instead (like torch/xla):
+Ember tensors are pickled through their values, not their storages (like torch/xla):
 
 * pickling (``torch.save``, ``pickle``) reduces an ember tensor to its CPU copy plus a
-  rebuild function that moves it back to ember on load;
+  rebuild function that moves it back to ember on load; so tensors that share an ember
+  storage (views) are saved as separate copies and load unaliased, unlike eager's;
+* a storage saved by itself (``torch.save(t.untyped_storage())``) goes through torch's
+  own path and the storage methods of ``ember/_storage.py``; it loads as an ember
+  storage;
 * ``copy.deepcopy`` clones on the device (parameters already do);
-* ``torch.load(..., map_location="ember")`` loads on the CPU and moves every tensor to
-  ember, preserving aliasing between tensors that shared a storage in the file.
+* ``torch.load(..., map_location="ember")`` loads on the CPU and moves every tensor (and
+  every storage loaded by itself) to ember, preserving aliasing between tensors that
+  shared a storage in the file.
 """
 
 import copy as _copy
@@ -63,6 +67,9 @@ def _is_ember_location(loc):
 
 
 def _to_ember(obj, groups):
+    if isinstance(obj, (torch.UntypedStorage, torch.TypedStorage)):
+        # a saved storage itself: a new ember storage with its bytes (ember/_storage.py)
+        return obj.to(device="ember") if obj.device.type == "cpu" else obj
     if isinstance(obj, torch.Tensor):
         if obj.device.type != "cpu":
             return obj

@@ -5,6 +5,7 @@ bytes themselves; data pointers are checked against the bytes they address (ctyp
 
 import copy
 import ctypes
+import io
 import pickle
 import threading
 import time
@@ -401,7 +402,6 @@ def test_donation_never_takes_bytes_a_held_storage_points_at():
 
 
 REFUSED = {
-    "pickle": lambda s: pickle.dumps(s),
     "share_memory_": lambda s: s.share_memory_(),
     "pin_memory": lambda s: s.pin_memory(),
     "slice": lambda s: s[1:3],
@@ -416,6 +416,130 @@ def test_storage_ops_that_cannot_hold_raise_clearly(name):
     close(t, torch.arange(6.0) * 2)
 
 
+def test_a_storage_made_without_a_tensor_raises_clearly():
+    s = torch.UntypedStorage(8, device=DEV)
+    assert s.nbytes() == 8 and s.device.type == "ember"  # metadata
+    for f in (
+        lambda: s.data_ptr(),
+        lambda: s.cpu(),
+        lambda: s.copy_(torch.zeros(2).untyped_storage()),
+        lambda: torch.empty(0, device=DEV).set_(s),
+    ):
+        with pytest.raises(RuntimeError, match="no ember tensor's.*untyped_storage"):
+            f()
+
+
+DTYPES = [torch.uint8, torch.bool, torch.int16, torch.float64, torch.complex64, torch.float32]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("pending", [False, True], ids=["data", "pending"])
+def test_set_of_another_dtype_reads_the_same_bytes_as_eager(dtype, pending):
+    a = torch.arange(1.0, 13.0).reshape(3, 4).t()  # a strided base
+    b = a.to(DEV)
+    if pending:
+        b = b * 1
+    ea = torch.empty(0, dtype=dtype).set_(a.untyped_storage())
+    eb = torch.empty(0, dtype=dtype, device=DEV).set_(b.untyped_storage())
+    assert eb.shape == ea.shape and eb.untyped_storage()._cdata == b.untyped_storage()._cdata
+    close(eb.view(torch.uint8), ea.view(torch.uint8))
+    # a dense layout at an offset; a write through it reaches the base
+    ea = torch.empty(0, dtype=torch.int16).set_(a.untyped_storage(), 3, (2, 3))
+    eb = torch.empty(0, dtype=torch.int16, device=DEV).set_(b.untyped_storage(), 3, (2, 3))
+    close(eb, ea)
+    ea.fill_(7)
+    eb.fill_(7)
+    close(b, a)
+    close(b * 1, a * 1)
+    # a strided layout reads the same elements
+    layout = (5, (2, 3), (1, 4))
+    ea = torch.empty(0, dtype=torch.int16).set_(a.untyped_storage(), *layout)
+    eb = torch.empty(0, dtype=torch.int16, device=DEV).set_(b.untyped_storage(), *layout)
+    close(eb, ea)
+    with pytest.raises(RuntimeError, match="needs 52 bytes; the storage has 48"):
+        torch.empty(0, dtype=torch.int32, device=DEV).set_(b.untyped_storage(), 11, (2,))
+
+
+def test_a_write_through_a_strided_set_of_another_dtype():
+    a = torch.arange(1.0, 13.0)
+    b = a.to(DEV)
+    layout = (5, (2, 3), (1, 4))
+    ea = torch.empty(0, dtype=torch.int16).set_(a.untyped_storage(), *layout)
+    eb = torch.empty(0, dtype=torch.int16, device=DEV).set_(b.untyped_storage(), *layout)
+    ea.fill_(7)
+    eb.fill_(7)
+    close(b, a)
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+def test_storage_casts_and_byteswap_equal_eager():
+    a = torch.arange(-3.0, 3.0)
+    b = a.to(DEV) * 1
+    ua, ub = a.untyped_storage(), b.untyped_storage()
+    for cast in ("float", "half", "bool", "int"):
+        ta, tb = getattr(ua, cast)(), getattr(ub, cast)()
+        assert tb.device.type == "ember" and tb.dtype == ta.dtype and tb.tolist() == ta.tolist()
+        ta, tb = getattr(a.storage(), cast)(), getattr(b.storage(), cast)()
+        assert tb.device.type == "ember" and tb.tolist() == ta.tolist()
+    assert ub.is_pinned() is ua.is_pinned() is False
+    ua.byteswap(torch.float32)
+    ub.byteswap(torch.float32)
+    assert ub.tolist() == ua.tolist()
+    close(b, a)  # the tensor reads the swapped bytes
+    close(b * 1, a * 1)
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+def test_a_cpu_storage_moves_to_ember():
+    c = torch.arange(4.0)
+    for move in (lambda s: s.to(device="ember"), lambda s: s.ember(), lambda s: s.ember(0)):
+        s = move(c.untyped_storage())
+        assert s.device.type == "ember" and s.tolist() == c.untyped_storage().tolist()
+        close(torch.empty(0, device=DEV).set_(s), c)
+        typed = move(c.storage())
+        assert typed.device.type == "ember" and typed.dtype == torch.float32
+        assert typed.tolist() == c.storage().tolist()
+    s = c.untyped_storage().to(device="ember")
+    assert s.to(device="ember") is s and s.ember() is s
+
+
+SAVES = {
+    "torch.save": lambda obj, **kw: _save_load(obj, **kw),
+    "legacy": lambda obj, **kw: _save_load(obj, _use_new_zipfile_serialization=False, **kw),
+    "pickle": lambda obj, **kw: pickle.loads(pickle.dumps(obj)),
+}
+
+
+def _save_load(obj, map_location=None, **kw):
+    buf = io.BytesIO()
+    torch.save(obj, buf, **kw)
+    buf.seek(0)
+    return torch.load(buf, map_location=map_location, weights_only=False)
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+@pytest.mark.parametrize("how", list(SAVES))
+def test_saving_a_storage_round_trips(how):
+    a = torch.arange(6.0) * 2
+    b = a.to(DEV) * 1  # pending when saved
+    objs = {"typed": lambda t: t.storage(), "untyped": lambda t: t.untyped_storage()}
+    for kind, get in objs.items():
+        if kind == "untyped" and how != "torch.save":
+            # eager's legacy format (pickle uses it) cannot load an UntypedStorage either
+            with pytest.raises(AttributeError, match="dtype"):
+                SAVES[how](get(a))
+            continue
+        want = SAVES[how](get(a))
+        for loc in (None, "ember", "cpu") if how != "pickle" else (None,):
+            kw = {} if how == "pickle" else {"map_location": loc}
+            got = SAVES[how](get(b), **kw)
+            assert type(got) is type(want) and got.tolist() == want.tolist(), (kind, loc)
+            assert got.device.type == (loc or "ember"), (kind, loc)
+    # a CPU storage loaded onto ember
+    got = _save_load(a.storage(), map_location="ember")
+    assert got.device.type == "ember" and got.tolist() == a.storage().tolist()
+
+
 TYPED = {
     "size": lambda t: t.storage().size(),
     "len": lambda t: len(t.storage()),
@@ -426,6 +550,11 @@ TYPED = {
     "tolist": lambda t: t.storage().tolist(),
     "getitem": lambda t: t.storage()[2],
     "cpu": lambda t: t.storage().cpu().tolist(),
+    "clone": lambda t: t.storage().clone().tolist(),
+    "deepcopy": lambda t: copy.deepcopy(t.storage()).tolist(),
+    "double": lambda t: t.storage().double().tolist(),
+    "element_size": lambda t: t.storage().element_size(),
+    "is_pinned": lambda t: t.storage().is_pinned(),
 }
 
 
