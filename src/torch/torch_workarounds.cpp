@@ -192,6 +192,34 @@ at::Tensor to_copy_functionalize(const at::Tensor& self, std::optional<at::Scala
   return out;
 }
 
+// ---------------------------------------------------------------- unsafe_split
+// Entry "`unsafe_split` is a view in eager but not to functionalization".
+//
+// Eager's unsafe_split (and unsafe_chunk, which calls it) returns split()'s views, each
+// with a fresh version counter so that autograd does not track them as views. Its schema
+// has no alias annotations, so functionalization treats it as a functional op and each
+// piece would get a storage of its own. Here it runs split() on the functional wrapper
+// instead: the pieces are functional views of the input (one storage, the input's
+// offsets and strides, writes through a piece reach the input), and each gets a new
+// version counter as in eager. Autograd above sees the op as unsafe_split, as in eager.
+std::vector<at::Tensor> with_fresh_version_counters(std::vector<at::Tensor> pieces) {
+  for (at::Tensor& t : pieces) {
+    if (!t.is_inference()) t.unsafeGetTensorImpl()->set_version_counter(c10::VariableVersion(0));
+  }
+  return pieces;
+}
+
+std::vector<at::Tensor> unsafe_split_functionalize(const at::Tensor& self, c10::SymInt split_size,
+                                                   int64_t dim) {
+  return with_fresh_version_counters(at::split_symint(self, std::move(split_size), dim));
+}
+
+std::vector<at::Tensor> unsafe_split_with_sizes_functionalize(const at::Tensor& self,
+                                                              c10::SymIntArrayRef split_sizes,
+                                                              int64_t dim) {
+  return with_fresh_version_counters(at::split_with_sizes_symint(self, split_sizes, dim));
+}
+
 // ---------------------------------------------------------------- native_batch_norm
 // Entry "`native_batch_norm` mutates `running_mean`/`running_var` without alias
 // annotations" (its written arguments: meta_corrections.cpp).
@@ -387,6 +415,8 @@ void register_functionalize_workarounds() {
   flib->impl("copy_", TORCH_FN(copy_functionalize));
   flib->impl("native_batch_norm", TORCH_FN(native_batch_norm_functionalize));
   flib->impl("_to_copy", TORCH_FN(to_copy_functionalize));
+  flib->impl("unsafe_split.Tensor", TORCH_FN(unsafe_split_functionalize));
+  flib->impl("unsafe_split_with_sizes", TORCH_FN(unsafe_split_with_sizes_functionalize));
   register_fused_optimizer_functionalize(*flib);  // fused_optimizers.cpp
   wrap_view_functionalize_kernels(*flib);
   wrap_mutating_functionalize_kernels(*flib);
