@@ -27,6 +27,18 @@ Literal Literal::Uninitialized(const Shape& shape) {
   return lit;
 }
 
+Literal Literal::Adopt(const Shape& shape, AlignedBytes bytes) {
+  if (shape.is_tuple()) return Literal(shape);
+  if (bytes.size() != static_cast<size_t>(shape.byte_size())) return Uninitialized(shape);
+  Literal lit(Shape::Tuple({}));  // no bytes allocated
+  lit.shape_ = shape;
+  lit.tuple_.clear();
+  lit.bytes_ = std::move(bytes);
+  return lit;
+}
+
+AlignedBytes Literal::TakeBytes() && { return std::move(bytes_); }
+
 Literal::Literal(const Literal& o) : shape_(o.shape_), tuple_(o.tuple_) {
   if (o.external_) {
     bytes_ = AlignedBytes::CopyOf(o.data(), static_cast<size_t>(o.external_size_));

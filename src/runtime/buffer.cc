@@ -3,7 +3,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 namespace ember {
@@ -62,15 +65,38 @@ Buffer::Buffer(Literal value)
 
 namespace {
 
-// Cache of large array Literals released by Buffers created with
-// Uninitialized(): reused (without zero fill or page faults) by the next
-// Uninitialized() of the same shape.
+// Cache of the byte blocks of large array buffers released by Buffers created with
+// Uninitialized(), keyed by byte size: the next Uninitialized() of any array shape of
+// that many bytes takes the most recently released one, with no allocation, zero fill
+// or page faults. Bounded by CacheLimit(); a release that does not fit evicts the
+// least recently released blocks first, so the cache follows the working set of the
+// current program instead of keeping the first ones it saw (a process that runs
+// several models in turn would otherwise keep the first model's sizes for good).
 constexpr int64_t kMinCachedBytes = 64 * 1024;
 
 struct LiteralCache {
+  struct Block {
+    AlignedBytes bytes;
+    uint64_t stamp;  // release order: lower is older
+  };
   std::mutex mu;
-  std::vector<Literal> entries;
+  std::map<uint64_t, int64_t> by_age;                      // stamp -> byte size, for eviction
+  std::unordered_map<int64_t, std::deque<Block>> by_size;  // each oldest first
   int64_t bytes = 0;
+  uint64_t next_stamp = 0;
+
+  // Removes and returns the least recently released block (the cache is not empty).
+  Block TakeOldest() {
+    auto oldest = by_age.begin();
+    const int64_t size = oldest->second;
+    auto q = by_size.find(size);
+    Block block = std::move(q->second.front());  // each deque is oldest first
+    q->second.pop_front();
+    if (q->second.empty()) by_size.erase(q);
+    by_age.erase(oldest);
+    bytes -= size;
+    return block;
+  }
 };
 
 LiteralCache& Cache() {
@@ -93,28 +119,34 @@ Buffer::~Buffer() {
   g_live_buffers.fetch_sub(1, std::memory_order_relaxed);
   if (!recyclable_) return;
   const int64_t b = value_.size_bytes();
-  if (b < kMinCachedBytes || value_.shape().is_tuple()) return;
+  if (b < kMinCachedBytes || value_.shape().is_tuple() || b > CacheLimit()) return;
+  AlignedBytes bytes = std::move(value_).TakeBytes();
+  std::vector<LiteralCache::Block> evicted;  // freed outside the lock
   LiteralCache& c = Cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  if (c.bytes + b > CacheLimit()) return;
+  while (c.bytes + b > CacheLimit()) evicted.push_back(c.TakeOldest());
+  const uint64_t stamp = c.next_stamp++;
+  c.by_age.emplace(stamp, b);
+  c.by_size[b].push_back({std::move(bytes), stamp});
   c.bytes += b;
-  c.entries.push_back(std::move(value_));
 }
 
 BufferRef Buffer::Uninitialized(const Shape& shape) {
-  if (!shape.is_tuple() && shape.byte_size() >= kMinCachedBytes) {
+  const int64_t b = shape.is_tuple() ? 0 : shape.byte_size();
+  if (b >= kMinCachedBytes) {
     LiteralCache& c = Cache();
     std::unique_lock<std::mutex> lock(c.mu);
-    for (size_t i = 0; i < c.entries.size(); ++i) {
-      if (c.entries[i].shape() == shape) {
-        Literal lit = std::move(c.entries[i]);
-        c.entries.erase(c.entries.begin() + static_cast<std::ptrdiff_t>(i));
-        c.bytes -= lit.size_bytes();
-        lock.unlock();
-        BufferRef r(new Buffer(std::move(lit)));
-        r->recyclable_ = true;
-        return r;
-      }
+    auto it = c.by_size.find(b);
+    if (it != c.by_size.end()) {
+      LiteralCache::Block block = std::move(it->second.back());  // the most recent
+      it->second.pop_back();
+      if (it->second.empty()) c.by_size.erase(it);
+      c.by_age.erase(block.stamp);
+      c.bytes -= b;
+      lock.unlock();
+      BufferRef r(new Buffer(Literal::Adopt(shape, std::move(block.bytes))));
+      r->recyclable_ = true;
+      return r;
     }
   }
   BufferRef r(new Buffer(Literal::Uninitialized(shape)));
@@ -130,10 +162,11 @@ int64_t CachedBufferBytes() {
 
 void ClearBufferCache() {
   LiteralCache& c = Cache();
-  std::vector<Literal> drop;
+  std::unordered_map<int64_t, std::deque<LiteralCache::Block>> drop;  // freed unlocked
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    drop.swap(c.entries);
+    drop.swap(c.by_size);
+    c.by_age.clear();
     c.bytes = 0;
   }
 }

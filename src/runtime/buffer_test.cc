@@ -129,18 +129,56 @@ TEST(BufferTest, UninitializedLargeBuffersAreRecycled) {
   BufferRef b = Buffer::Uninitialized(big);
   EXPECT_EQ(b->data(), first);  // the same storage, taken from the cache
   EXPECT_EQ(CachedBufferBytes(), 0);
-  // Another shape of the same size is not handed that storage; small and
+  // Another shape of the same byte size is handed a cached block; small and
   // Zeros/FromLiteral buffers are never cached.
-  BufferRef c = Buffer::Uninitialized(Shape(DType::kS32, {1 << 16}));
-  EXPECT_NE(c->data(), b->data());
+  b.reset();
+  BufferRef c = Buffer::Uninitialized(Shape(DType::kS32, {1 << 8, 1 << 8}));
+  EXPECT_EQ(c->data(), first);
+  EXPECT_EQ(c->shape(), Shape(DType::kS32, {1 << 8, 1 << 8}));
+  EXPECT_EQ(c->size_bytes(), 1 << 18);
   { BufferRef z = Buffer::Zeros(big); }
   { BufferRef s = Buffer::Uninitialized(Shape(DType::kF32, {16})); }
   EXPECT_EQ(CachedBufferBytes(), 0);
-  b.reset();
+  BufferRef d = Buffer::Uninitialized(big);  // a new block: the cache is empty
+  EXPECT_NE(d->data(), c->data());
   c.reset();
+  d.reset();
   EXPECT_EQ(CachedBufferBytes(), 2 << 18);
   ClearBufferCache();
   EXPECT_EQ(CachedBufferBytes(), 0);
+}
+
+// The cache (512 MiB by default, EMBER_BUFFER_CACHE_BYTES unset) keeps the most
+// recently released blocks: once it is full of one program's sizes, the next
+// program's releases evict them, oldest first, and that program's buffers are
+// recycled.
+TEST(BufferTest, ACacheFullOfOldSizesEvictsThemForNewOnes) {
+  ClearBufferCache();
+  constexpr int64_t kBlock = 64 << 20;  // 8 blocks fill the default bound
+  auto old_size = [&](int i) { return kBlock - 64 * (i + 1); };
+  std::vector<BufferRef> old;
+  for (int i = 0; i < 8; ++i)
+    old.push_back(Buffer::Uninitialized(Shape(DType::kU8, {old_size(i)})));
+  old.clear();  // released in order: old[0] is the least recent
+  ASSERT_EQ(CachedBufferBytes(), 8 * kBlock - 64 * 36);
+  const Shape fresh(DType::kF32, {kBlock / 4});
+  const void* block = nullptr;
+  {
+    BufferRef a = Buffer::Uninitialized(fresh);  // no cached block of this size yet
+    block = a->data();
+  }  // its release evicts old[0], and only it, to make room
+  EXPECT_EQ(CachedBufferBytes(), 8 * kBlock - 64 * 35);
+  BufferRef again = Buffer::Uninitialized(fresh);
+  EXPECT_EQ(again->data(), block);  // recycled, though the cache was full
+  EXPECT_EQ(CachedBufferBytes(), 7 * kBlock - 64 * 35);
+  BufferRef second = Buffer::Uninitialized(Shape(DType::kU8, {old_size(1)}));  // cached
+  EXPECT_EQ(CachedBufferBytes(), 6 * kBlock - 64 * 33);
+  BufferRef first = Buffer::Uninitialized(Shape(DType::kU8, {old_size(0)}));  // evicted
+  EXPECT_EQ(CachedBufferBytes(), 6 * kBlock - 64 * 33);
+  again.reset();
+  second.reset();
+  first.reset();
+  ClearBufferCache();
 }
 
 TEST(BufferTest, BorrowViewsExternalMemoryAndKeepsItsOwnerAlive) {

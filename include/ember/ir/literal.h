@@ -37,6 +37,13 @@ class Literal {
   // is overwritten entirely (no zero-fill pass). Tuple shapes: zero-filled
   // elements, as Literal(shape).
   static Literal Uninitialized(const Shape& shape);
+  // A value of array `shape` over `bytes` (contents unspecified to the caller), taking
+  // them without a copy when bytes.size() == shape.byte_size(); otherwise the bytes
+  // are dropped and the result is Uninitialized(shape). Tuple shapes: Literal(shape).
+  static Literal Adopt(const Shape& shape, AlignedBytes bytes);
+  // Moves out the owned bytes of an array literal (empty for a tuple or a borrowed
+  // literal); the literal keeps its shape but no longer owns storage.
+  AlignedBytes TakeBytes() &&;
 
   static Literal Tuple(std::vector<Literal> elements);
   // Elements given as doubles, converted to the element type (ints truncate

@@ -42,8 +42,10 @@ class Buffer {
   // output that is fully overwritten). Large ones (>= 64 KiB) are recycled:
   // when such a buffer dies its storage goes to a process-wide cache
   // (EMBER_BUFFER_CACHE_BYTES, default 512 MiB; 0 disables) and the next
-  // Uninitialized() of the same shape takes it, with no allocation, zero
-  // fill or page faults. Tuple shapes: zero-filled, not recycled.
+  // Uninitialized() of any array shape of the same byte size takes the most
+  // recently released block, with no allocation, zero fill or page faults. A
+  // release that does not fit under the bound evicts the least recently
+  // released blocks. Tuple shapes: zero-filled, not recycled.
   static BufferRef Uninitialized(const Shape& shape);
   // A buffer over external memory: `data` holds shape.byte_size() bytes,
   // dense row-major, aligned for the element type, and stays valid while
