@@ -294,6 +294,7 @@ class FusionBuilder {
     f.all_users_fuse = !is_input_[p];
     for (NodeId u : users_[p]) f.all_users_fuse = f.all_users_fuse && CanFuse(g_, p, u).ok;
     std::unordered_set<NodeId> seen;
+    f.from_scalars = !pn.operands.empty();
     for (NodeId y : pn.operands) {
       // Shared: the value, or a broadcast / reshape / convert of it on the way, has
       // several users (a convert read by every layer makes its operand shared).
@@ -303,6 +304,7 @@ class FusionBuilder {
         y = g_.node(y).operands[0];
       }
       const Node& yn = g_.node(y);
+      f.from_scalars = f.from_scalars && !yn.shape.is_tuple() && yn.shape.rank() == 0;
       shared = shared || users_[y].size() > 1;
       if (IsElementwise(yn.op) && !IsExpensive(yn) && shared) f.shared_operand = y;
       if (!seen.insert(y).second || constant_like(yn) || yn.shape.is_tuple()) continue;

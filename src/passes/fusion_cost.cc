@@ -48,7 +48,7 @@ FusionDecision ShouldDuplicate(const Node& p, const DuplicationFacts& f) {
           "arithmetic are duplicated";
     return FusionDecision::No(os.str());
   }
-  if (f.num_users > kMaxDuplicateUsers && !(cheap && f.from_constants)) {
+  if (f.num_users > kMaxDuplicateUsers && !(cheap && (f.from_constants || f.from_scalars))) {
     os << (cheap ? "cheap producer " : "arithmetic producer ") << Label(p) << " " << users
        << ", more than the duplication bound " << kMaxDuplicateUsers;
     return FusionDecision::No(os.str());

@@ -53,6 +53,10 @@ struct DuplicationFacts {
   // Computed from no runtime value (a constant, an iota, or a broadcast-in-dim/
   // reshape/convert of one, e.g. the splat of a layer norm's element count).
   bool from_constants = false;
+  // Every operand, seen through broadcast-in-dim / reshape / convert, is a scalar (rank
+  // 0): a copy reads one value, e.g. the broadcast learning rate or bias correction
+  // that every parameter's update in an optimizer step reads.
+  bool from_scalars = false;
   // Every user is a fusible node that may compute the producer (CanFuse): when
   // each takes its copy, the producer is never written to memory.
   bool all_users_fuse = false;
@@ -77,8 +81,8 @@ struct DuplicationFacts {
 // Whether `producer` may be recomputed inside a consumer fusion (duplicated):
 //  - a cheap data-movement producer (constant, iota, broadcast-in-dim,
 //    reshape, convert, slice, pad) with at most kMaxDuplicateUsers users, or any number
-//    when `from_constants` (recomputing it is free, materializing it costs a
-//    kernel and a read per use);
+//    when `from_constants` or `from_scalars` (recomputing it is free or reads one
+//    scalar, materializing it costs a kernel and a read per use);
 //  - plain arithmetic (elementwise, element cost below kExpensiveCost: add,
 //    subtract, multiply, negate, max, select, compare, ...) when it is not a
 //    graph output, every user fuses it, it has at most kMaxDuplicateUsers

@@ -922,6 +922,41 @@ TEST(FusionTest, ConstantSplatsAreDuplicatedBeyondTheBound) {
   ExpectSameValues(before, g);
 }
 
+// A broadcast of a scalar input (an optimizer's learning rate, read by every
+// parameter's update) is duplicated into every consumer whatever their number: each
+// copy reads one value, where a kernel of its own would write the array and every
+// update would read it back.
+TEST(FusionTest, ScalarBroadcastsAreDuplicatedBeyondTheBound) {
+  std::string text =
+      "graph g(%p0: f32[4], %p1: f64[]) {\n  %0 = f32[4] parameter(0)\n"
+      "  %1 = f64[] parameter(1)\n"
+      "  %2 = f64[4] broadcast-in-dim(%1), dimensions={}\n"
+      "  %3 = f32[4] convert(%2)\n";
+  std::string root = "  ROOT (";
+  for (int i = 0; i < kMaxDuplicateUsers + 3; ++i) {
+    const int e = 4 + 2 * i;
+    text += "  %" + std::to_string(e) + " = f32[4] exponential(%0)\n";
+    text += "  %" + std::to_string(e + 1) + " = f32[4] multiply(%" + std::to_string(e) + ", %3)\n";
+    root += (i ? ", %" : "%") + std::to_string(e + 1);
+  }
+  text += root + ")\n}\n";
+  Graph g = ParseOrDie(text);
+  const Graph before = g;
+  FusionPass pass;
+  ASSERT_TRUE(pass.Run(g).ok());
+  EXPECT_TRUE(pass.refusals().empty()) << pass.refusals()[0];
+  // The two parameters and one fusion per output, each reading the scalar itself.
+  EXPECT_EQ(g.num_nodes(), 2 + kMaxDuplicateUsers + 3);
+  for (const Node& n : g.nodes()) {
+    if (n.op != OpKind::kFusion) continue;
+    EXPECT_EQ(n.operands.size(), 2u);
+    int broadcasts = 0;
+    for (const Node& b : n.called->nodes()) broadcasts += b.op == OpKind::kBroadcastInDim;
+    EXPECT_EQ(broadcasts, 1);
+  }
+  ExpectSameValues(before, g);
+}
+
 // LayerNorm backward's x_hat = (x - mean) * rstd is read by the row kernel of
 // dx (through a row sum) and by the column sum of dweight. Both recompute it
 // from x (ShouldDuplicate: plain arithmetic that every user fuses, its copies
