@@ -53,6 +53,11 @@ ember::Status run_extern(const ExternState& es, ember::ExternCall& call) {
     };
     io.out_buffer = [&](size_t k) -> at::Tensor {
       const TensorMeta& m = es.step.out_metas[k];
+      // A flexible-layout op writes through its outputs' strides too: it gets the
+      // row-major buffer whatever layout eager's result has.
+      if (flexible) {
+        return at::from_blob(call.outputs[k]->data(), m.sizes, at::TensorOptions().dtype(m.dtype));
+      }
       if (m.offset != 0 || !row_major(m.sizes, m.strides)) return at::Tensor();
       return at::from_blob(call.outputs[k]->data(), m.sizes, m.strides,
                            at::TensorOptions().dtype(m.dtype));

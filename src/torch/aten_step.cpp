@@ -303,12 +303,16 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
   }
   bool use_out = st.out_op.has_value() && out_overload_ok(*st.out_op);
   std::vector<bool> preset(st.out_metas.size(), false);
+  // The layout of each given output buffer (offset 0): where a kernel restrides one,
+  // its values are put back in that layout.
+  std::vector<std::vector<int64_t>> given_strides(st.out_metas.size());
   if (use_out) {
     std::vector<at::Tensor> outs;
     for (size_t k = 0; k < st.out_metas.size(); ++k) {
       const auto& m = st.out_metas[k];
       at::Tensor given = io.out_buffer ? io.out_buffer(k) : at::Tensor();
       if (given.defined()) {
+        given_strides[k] = given.strides().vec();
         outs.push_back(given);
         preset[k] = true;
       } else {
@@ -345,12 +349,12 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
         if (!preset[k]) continue;
         at::Tensor& o = outs[k];
         const auto& m = st.out_metas[k];
-        if (o.strides().vec() == m.strides && o.storage_offset() == m.offset &&
+        if (o.strides() == given_strides[k] && o.storage_offset() == 0 &&
             o.sizes().vec() == m.sizes) {
           continue;
         }
         at::Tensor values = o.clone();
-        o.as_strided_(m.sizes, m.strides, m.offset);
+        o.as_strided_(m.sizes, given_strides[k], 0);
         o.copy_(values);
         ++*copies;
       }

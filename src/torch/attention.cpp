@@ -468,6 +468,41 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> sdpa_flash_backward_cpu(
       flash_mask(mask, q), scale);
 }
 
+// The `.out` overloads an ATen extern calls (aten_step.cpp finds them): the stubs
+// ATen's flash functions call, writing straight into the program's buffers. `out` and
+// the gradients are dense [B, H, n, E] in any layout (an extern's buffers are
+// row-major); the kernels read their strides through the [B, n, H, E] views ATen's
+// wrappers pass, so the result is the functional op's, bit for bit, with no result
+// copy (the functional op's results are laid out heads-second and were relayouted into
+// the row-major buffers). The logsumexp goes through a [B, L, H] temporary, as ATen
+// lays it out (1/E of the output's size).
+std::tuple<at::Tensor&, at::Tensor&> sdpa_flash_forward_out_cpu(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const std::optional<at::Tensor>& mask, bool is_causal, double scale, at::Tensor& out,
+    at::Tensor& lse) {
+  at::Tensor lse_blh = at::empty({q.size(0), q.size(2), q.size(1)}, lse.options());
+  at::native::flash_attention_kernel(at::kCPU, out.transpose(1, 2), lse_blh, unit_last(q),
+                                     unit_last(k), unit_last(v), 0.0, is_causal,
+                                     flash_mask(mask, q), scale);
+  lse.copy_(lse_blh.transpose(1, 2));
+  return {out, lse};
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> sdpa_flash_backward_out_cpu(
+    const at::Tensor& go, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& out, const at::Tensor& lse, const std::optional<at::Tensor>& mask,
+    bool is_causal, double scale, at::Tensor& grad_q, at::Tensor& grad_k, at::Tensor& grad_v) {
+  // The kernel accumulates into the gradients, which ATen's wrapper zero-fills.
+  at::Tensor gq = grad_q.transpose(1, 2).zero_();
+  at::Tensor gk = grad_k.transpose(1, 2).zero_();
+  at::Tensor gv = grad_v.transpose(1, 2).zero_();
+  at::native::flash_attention_backward_kernel(
+      at::kCPU, gq, gk, gv, unit_last(go).transpose(1, 2), unit_last(q).transpose(1, 2),
+      unit_last(k).transpose(1, 2), unit_last(v).transpose(1, 2), unit_last(out).transpose(1, 2),
+      lse.transpose(1, 2), 0.0, is_causal, flash_mask(mask, q), scale);
+  return {grad_q, grad_k, grad_v};
+}
+
 }  // namespace
 }  // namespace ember_torch
 
@@ -497,6 +532,17 @@ TORCH_LIBRARY(ember, m) {
       "Tensor logsumexp, Tensor? attn_mask, bool is_causal, float scale) "
       "-> (Tensor grad_query, Tensor grad_key, Tensor grad_value)",
       {at::Tag::flexible_layout});
+  m.def(
+      "sdpa_flash_forward.out(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, "
+      "bool is_causal, float scale, *, Tensor(a!) output, Tensor(b!) logsumexp) "
+      "-> (Tensor(a!), Tensor(b!))",
+      {at::Tag::flexible_layout});
+  m.def(
+      "sdpa_flash_backward.out(Tensor grad_out, Tensor query, Tensor key, Tensor value, "
+      "Tensor out, Tensor logsumexp, Tensor? attn_mask, bool is_causal, float scale, *, "
+      "Tensor(a!) grad_query, Tensor(b!) grad_key, Tensor(c!) grad_value) "
+      "-> (Tensor(a!), Tensor(b!), Tensor(c!))",
+      {at::Tag::flexible_layout});
 }
 
 TORCH_LIBRARY_IMPL(ember, Meta, m) {
@@ -511,6 +557,8 @@ TORCH_LIBRARY_IMPL(ember, CPU, m) {
   m.impl("sdpa_backward", TORCH_FN(ember_torch::sdpa_backward_cpu));
   m.impl("sdpa_flash_forward", TORCH_FN(ember_torch::sdpa_flash_forward_cpu));
   m.impl("sdpa_flash_backward", TORCH_FN(ember_torch::sdpa_flash_backward_cpu));
+  m.impl("sdpa_flash_forward.out", TORCH_FN(ember_torch::sdpa_flash_forward_out_cpu));
+  m.impl("sdpa_flash_backward.out", TORCH_FN(ember_torch::sdpa_flash_backward_out_cpu));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
