@@ -36,6 +36,7 @@
 #include "ember/passes/pass.h"
 #include "ember/runtime/executable.h"
 #include "ember/version.h"
+#include "ir/debug_dump.h"
 #include "ir/log.h"
 #include "passes/barrier_expansion.h"
 #include "passes/buffer_assignment.h"
@@ -229,36 +230,11 @@ std::vector<Group> MergeFusionGroups(const Graph& g, std::vector<Group> groups,
   return out;
 }
 
-// Writes `text` to dir/name atomically (temporary file + rename).
-void WriteAtomically(const std::string& dir, const std::string& name, const std::string& text) {
-  const std::string final_path = dir + "/" + name;
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = internal::StrCat(final_path, ".tmp.", getpid(), ".", counter++);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      LogLine("runtime", internal::StrCat("EMBER_DEBUG_DIR: cannot write ", tmp));
-      return;
-    }
-    out << text;
-    if (!out.flush()) {
-      std::remove(tmp.c_str());
-      return;
-    }
-  }
-  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) std::remove(tmp.c_str());
-}
-
 // The text of a debug dump: the graph, then a comment naming the text
 // form's version and Ember's (ember/version.h).
 std::string DebugIrText(const Graph& g) {
   return internal::StrCat(PrintGraph(g), "// ember IR text version ", kIrTextVersion, " (ember ",
                           Version(), ")\n");
-}
-
-std::string DebugDir() {
-  const char* d = std::getenv("EMBER_DEBUG_DIR");
-  return d && *d ? std::string(d) : std::string();
 }
 
 // Builds the buffer plan for a kCpu executable's schedule.
@@ -359,7 +335,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   std::string debug_hash;
   if (!debug_dir.empty()) {
     debug_hash = HashGraph(given).ToString();
-    WriteAtomically(debug_dir, debug_hash + ".before.ir", DebugIrText(given));
+    WriteDebugFile(debug_hash + ".before.ir", DebugIrText(given));
   }
   Graph optimized;
   const Graph* gp = &given;
@@ -385,7 +361,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     EMBER_RETURN_IF_ERROR(passes::BarrierExpansionPass().Run(optimized).status());
   }
   const Graph& g = *gp;
-  if (!debug_dir.empty()) WriteAtomically(debug_dir, debug_hash + ".after.ir", DebugIrText(g));
+  if (!debug_dir.empty()) WriteDebugFile(debug_hash + ".after.ir", DebugIrText(g));
   const bool cpu = options.backend == Backend::kCpu;
   const int n = g.num_nodes();
   const int num_params = static_cast<int>(g.parameters().size());
@@ -636,8 +612,8 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
         }
       }
       if (!debug_dir.empty()) {
-        WriteAtomically(debug_dir, internal::StrCat(debug_hash, ".", st.compiled->name(), ".cc"),
-                        st.compiled->source());
+        WriteDebugFile(internal::StrCat(debug_hash, ".", st.compiled->name(), ".cc"),
+                       st.compiled->source());
       }
     }
   }

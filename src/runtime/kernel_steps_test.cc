@@ -549,11 +549,13 @@ TEST(ExecutableCache, HitsComparesTextAndCounts) {
   EXPECT_EQ(cache.GetOrCompile(bad, CpuOptions()).status().code(), StatusCode::kNotFound);
 }
 
+// The folder need not exist: it is created with its parents (CONTRIBUTING.md's bug
+// report recipe names a fresh /tmp folder).
 TEST(DebugDir, WritesBeforeAfterAndKernelSources) {
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("ember-debug-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path root = fs::temp_directory_path() / ("ember-debug-" + std::to_string(getpid()));
+  const fs::path dir = root / "nested" / "dumps";
+  fs::remove_all(root);
   setenv("EMBER_DEBUG_DIR", dir.c_str(), 1);
   Graph g = Parse(kSoftmaxAndArgmax);
   auto exe = Compile(g, CpuOptions(true));
@@ -576,7 +578,7 @@ TEST(DebugDir, WritesBeforeAfterAndKernelSources) {
   for (const Step& s : exe->steps()) kernels += s.kind == StepKind::kKernel;
   EXPECT_EQ(sources, kernels);
   EXPECT_EQ(stray, 0);
-  fs::remove_all(dir);
+  fs::remove_all(root);
 }
 
 // The memory plan against what a run allocates: exp(x) has three kernel readers, so

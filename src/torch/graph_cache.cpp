@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "../ir/debug_dump.h"
 #include "../ir/log.h"
 #include "backend.h"
 #include "disk_cache.h"
@@ -26,12 +27,11 @@ namespace {
 std::mutex g_cache_mu;
 std::unordered_map<uint64_t, std::vector<std::shared_ptr<CompiledGraph>>> g_cache;
 void dump_graph(const LazyGraph& g) {
-  const char* dir = std::getenv("EMBER_DEBUG_DIR");
-  if (!dir || !*dir) return;
+  if (ember::DebugDir().empty()) return;
   std::ostringstream name;
-  name << dir << "/graph_" << std::hex << g.hash << ".lazy.txt";
-  std::ofstream f(name.str());
-  if (f) f << "# ember " << ember::Version() << "\n" << graph_text(g);
+  name << "graph_" << std::hex << g.hash << ".lazy.txt";
+  ember::WriteDebugFile(name.str(),
+                        std::string("# ember ") + ember::Version() + "\n" + graph_text(g));
 }
 
 // Compiles `g` for `backend` (counted and logged by find_or_compile).
