@@ -30,8 +30,8 @@ void WriteDebugFile(const std::string& name, const std::string& text) {
   if (dir.empty()) return;
   const std::string final_path = dir + "/" + name;
   static std::atomic<uint64_t> counter{0};
-  const std::string tmp = final_path + ".tmp." + std::to_string(getpid()) + "." +
-                          std::to_string(counter.fetch_add(1));
+  const std::string tmp =
+      final_path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter.fetch_add(1));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
