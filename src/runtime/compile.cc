@@ -142,6 +142,55 @@ bool Mergeable(const Node& n) {
   return kind == FusionKind::kLoop || kind == FusionKind::kInput;
 }
 
+// Scatter prologues: a loop fusion whose one reader is a scatter in a kernel
+// run (an embedding backward's masked updates `select(ids == pad, 0, dy)`, its
+// zero destination, its reshaped ids), and that is no graph output, moves into
+// the scatter's group, so the scatter's kernel computes it where it reads it
+// (docs/codegen.md "gather / scatter") instead of writing and reading it back
+// (64 MiB for the bench's embedding_bwd). The fusion only moves later, to its
+// only reader's group, so every value is still computed before it is read.
+// EMBER_FUSE_INTO_SCATTER=0 keeps them apart (A/B; the same values).
+std::vector<Group> FuseIntoScatters(const Graph& g, std::vector<Group> groups) {
+  const char* env = std::getenv("EMBER_FUSE_INTO_SCATTER");
+  if (env && std::string(env) == "0") return groups;
+  const auto users = g.ComputeUsers();
+  std::vector<bool> is_output(g.num_nodes(), false);
+  for (NodeId o : g.outputs()) is_output[o] = true;
+  std::vector<int> group_of(g.num_nodes(), -1);
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    for (NodeId id : groups[gi].nodes) group_of[id] = static_cast<int>(gi);
+  std::vector<bool> moved(groups.size(), false);
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (groups[gi].kind != GroupKind::kKernelRun) continue;
+    std::vector<NodeId> add;
+    for (NodeId id : groups[gi].nodes) {
+      const Node& s = g.node(id);
+      if (s.op != OpKind::kScatter) continue;
+      for (NodeId op : s.operands) {
+        const int og = group_of[op];
+        if (og < 0 || moved[og] || groups[og].kind != GroupKind::kFusion) continue;
+        const Node& f = g.node(op);
+        if (is_output[op] || attr::Kind.Find(f.attrs) != FusionKind::kLoop || !f.called ||
+            f.called->outputs().size() != 1 ||
+            std::any_of(users[op].begin(), users[op].end(), [&](NodeId u) { return u != id; })) {
+          continue;
+        }
+        moved[og] = true;
+        add.push_back(op);
+      }
+    }
+    if (add.empty()) continue;
+    std::vector<NodeId>& nodes = groups[gi].nodes;
+    nodes.insert(nodes.end(), add.begin(), add.end());
+    std::sort(nodes.begin(), nodes.end());
+  }
+  std::vector<Group> out;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (!moved[gi]) out.push_back(std::move(groups[gi]));
+  }
+  return out;
+}
+
 // Bytes of the buffers pending fusions may free (their last reads) before a
 // merge stops deferring them past other groups (MergeFusionGroups): merging
 // saves a kernel dispatch, which matters for small values; deferring the
@@ -409,6 +458,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     }
     group_of[id] = static_cast<int>(groups.size()) - 1;
   }
+  if (cpu) groups = FuseIntoScatters(g, std::move(groups));
   if (cpu && options.merge_fusions && !MergeFusionsOffByEnv()) {
     groups =
         MergeFusionGroups(g, std::move(groups),
@@ -511,8 +561,10 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
           ops.push_back(param_for(op, read_of(op), g.node(op).shape));
         }
       }
-      if (grp.kind == GroupKind::kFusionSet) {
-        // The body, inlined: its parameters are the fusion's operands.
+      if (node.op == OpKind::kFusion && grp.kind != GroupKind::kFusion) {
+        // A merged fusion (kFusionSet, or a scatter's prologue:
+        // FuseIntoScatters), its body inlined: its parameters are the
+        // fusion's operands.
         const Graph& body = *node.called;
         std::vector<NodeId> in_body(body.num_nodes(), kInvalidNode);
         for (const Node& bn : body.nodes()) {

@@ -86,6 +86,33 @@ def test_scatter_add_kernel_equals_the_interpreter_bit_for_bit():
     assert not torch.equal(rows.sum(0), rows.flip(0).cumsum(0)[-1])
 
 
+@pytest.mark.parametrize("padding_idx", [-1, 7])
+def test_embedding_backward_is_one_kernel_with_its_mask(padding_idx):
+    """The padding mask ``select(ids == padding_idx, 0, dy)``, the zero destination
+    and the reshaped ids are loop fusions read only by the scatter: they run inside
+    the scatter's kernel (compile.cc, FuseIntoScatters), which still adds each row's
+    updates in the interpreter's order (by row blocks over bucketed update rows)."""
+    _, ids, _ = _inputs()
+    g = torch.Generator().manual_seed(3)
+    grad_out = torch.randn(8, 64, 32, generator=g) * 100
+    results = {}
+    for name in ("cpu", "interpreter"):
+        with backend(name):
+            r = torch.ops.aten.embedding_dense_backward(
+                grad_out.to(DEV), ids.to(DEV), 65, padding_idx, False
+            )
+            results[name] = r.cpu()
+            lg = ember.metrics.last_graph()
+            if name == "cpu":
+                assert lg["kernels"] == 1 and lg["interpreted"] == 0, lg
+    assert torch.equal(results["cpu"], results["interpreter"])
+    want = torch.ops.aten.embedding_dense_backward(grad_out, ids, 65, padding_idx, False)
+    close(results["cpu"], want)
+    if padding_idx >= 0:  # the padding row gets nothing (else this could not fail)
+        assert torch.equal(results["cpu"][padding_idx], torch.zeros(32))
+        assert (ids == padding_idx).any()
+
+
 def test_index_add_with_duplicates_matches_eager():
     g = torch.Generator().manual_seed(1)
     x = torch.randn(10, 33, generator=g)

@@ -5,6 +5,7 @@
 // every combiner, a scatter read by later phases, and out-of-range or
 // negative indices (OutOfRange; through the runtime with the interpreter's
 // message).
+#include <algorithm>
 #include <limits>
 
 #include "codegen/cpu/codegen_test_util.h"
@@ -158,14 +159,23 @@ TEST(CodegenIndexing, ScattersMatchInterpreter) {
 
 // Embedding backward at a step's shapes (ids [B, T] with many duplicates,
 // updates [B, T, C] computed in the kernel): the scatter runs by blocks of
-// destination rows (ScatterRowBlocks), each block walking all updates in
-// order, so the sums are the interpreter's bits (and the serial item's,
+// destination rows (ScatterRowBlocks), each block walking the list of its
+// update rows in update order (bucketed by fixed chunks of rows first), so
+// the sums are the interpreter's bits (and the serial item's,
 // EMBER_CODEGEN_SCATTER_ROWS=0) on any number of threads.
 TEST(CodegenIndexing, RowBlockScatterAddsInUpdateOrder) {
   TempDir dir;
   std::mt19937_64 rng(11);
-  const int64_t B = 6, T = 50, C = 37, V = 300;
-  for (DType t : {DType::kF32, DType::kBF16}) {
+  struct Case {
+    int64_t B, T, C, V;
+    DType t;
+  };
+  // 300 rows in 16 blocks, 16 chunks of update rows; 5 rows in 5 blocks and 3
+  // update rows in 3 chunks.
+  for (const Case& cs : {Case{6, 50, 37, 300, DType::kF32}, Case{6, 50, 37, 300, DType::kBF16},
+                         Case{1, 3, 20, 5, DType::kF32}}) {
+    const int64_t B = cs.B, T = cs.T, C = cs.C, V = cs.V;
+    const DType t = cs.t;
     GraphBuilder b;
     NodeId ids = b.Parameter(0, Shape(DType::kS64, {B, T}));
     NodeId dy = b.Parameter(1, Shape(t, {B, T, C}));
@@ -180,14 +190,24 @@ TEST(CodegenIndexing, RowBlockScatterAddsInUpdateOrder) {
     auto g = b.Build();
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     std::vector<int64_t> iv(B * T);
-    std::uniform_int_distribution<int64_t> pick(0, 9);  // rows 0..9 and a few others
+    std::uniform_int_distribution<int64_t> pick(
+        0, std::min<int64_t>(9, V - 1));  // rows 0..9, a few others
     for (size_t i = 0; i < iv.size(); ++i) iv[i] = i % 7 == 0 ? (i * 37) % V : pick(rng);
     std::vector<Literal> args = {
         Ints(DType::kS64, {B, T}, std::vector<double>(iv.begin(), iv.end())),
         RandomLiteral(Shape(t, {B, T, C}), rng)};
     auto src = EmitKernelSource(*g);
     ASSERT_TRUE(src.ok());
-    EXPECT_NE(src->code.find("pf(pf_ctx, 0, 16, 1,"), std::string::npos) << src->code;
+    const std::string blocks = std::to_string(std::min<int64_t>(V, 16));
+    const std::string chunks = std::to_string(std::min<int64_t>(B * T, 16));
+    EXPECT_NE(src->code.find("pf(pf_ctx, 0, " + blocks + ", 1, c, ember_phase_0)"),
+              std::string::npos)
+        << src->code;
+    // The update rows are bucketed by block first (counted, then listed).
+    EXPECT_NE(src->code.find("pf(pf_ctx, 0, " + chunks + ", 1, c, ember_phase_0_count)"),
+              std::string::npos);
+    EXPECT_NE(src->code.find("pf(pf_ctx, 0, " + chunks + ", 1, c, ember_phase_0_place)"),
+              std::string::npos);
     auto k = ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()), ThreadParallelFor(3));
     ASSERT_TRUE(k);
     ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()));

@@ -142,7 +142,8 @@ LKernel KernelPlanner::Plan() {
                                    ? ", rows in " + std::to_string(phases_[k].parts) + " runs"
                                    : std::string()) +
                               ")"
-                        : " (reduce)")
+                        : (phases_[k].inner_dims.empty() ? " (reduce)"
+                                                         : " (reduce, split at the kept dims)"))
                  : "") +
             " -> " + phases_[k].dest_text;
     }
@@ -198,6 +199,20 @@ void KernelPlanner::PlanPhases() {
       ph.col_width = cp.width;
       ph.parts = cp.parts;
       ph.part_level = cp.part_level;
+      if (ph.col_width == 0) InnerSplit(n, &ph);
+      if (!ph.inner_dims.empty()) {  // the inner subtrees' values (plan_reduce.cc)
+        const Shape& xs = g_.node(n.operands[0]).shape;
+        int64_t nin = 1;
+        for (int d : ph.inner_dims) nin *= xs.dim(d);
+        LBuffer tb;
+        tb.kind = LBuffer::kTemp;
+        tb.slot = static_cast<int>(k_.temp_bytes.size());
+        tb.type = n.shape.dtype();
+        tb.name = "inner" + std::to_string(n.id);
+        ph.inner_temp = AddBuffer(&k_, tb);
+        k_.temp_bytes.push_back(xs.num_elements() / nin * DTypeSize(tb.type));
+        work = std::max<int64_t>(1, xs.num_elements() / nin / std::max<int64_t>(1, count));
+      }
       if (ph.col_width > 0) {  // work items: blocks of col_width columns (plan_reduce.cc)
         const int64_t cols = n.shape.dim(n.shape.rank() - 1);
         ph.count = count / cols * ((cols + ph.col_width - 1) / ph.col_width);
@@ -205,7 +220,21 @@ void KernelPlanner::PlanPhases() {
       }
     }
     ph.grain = std::max<int64_t>(1, kGrainWork / work);
-    if (n.op == OpKind::kScatter) ph.grain = 1;  // row blocks: one per chunk
+    if (n.op == OpKind::kScatter) ph.grain = 1;      // row blocks: one per chunk
+    if (n.op == OpKind::kScatter && ph.count > 1) {  // the bucketed update rows
+      ph.scatter_chunks = ScatterChunks(n);
+      auto temp = [&](const std::string& name, int64_t elements) {
+        LBuffer tb;
+        tb.kind = LBuffer::kTemp;
+        tb.slot = static_cast<int>(k_.temp_bytes.size());
+        tb.type = DType::kS64;
+        tb.name = name + std::to_string(n.id);
+        k_.temp_bytes.push_back(elements * 8);
+        return AddBuffer(&k_, tb);
+      };
+      ph.scatter_counts = temp("cnt", ph.count * ph.scatter_chunks);
+      ph.scatter_rows = temp("lst", ScatterUpdateRows(n));
+    }
     // A split column reduce's partial results: one value per run and output element.
     auto partials = [&](Phase* into) {
       if (ph.parts == 0) return;
@@ -276,6 +305,34 @@ void KernelPlanner::BuildPhase(int k) {
     ColumnReducePhase(ph, &pf, /*runs_phase=*/true);
     FinishFlags(&pf);
     k_.launches.push_back({static_cast<int>(k_.phases.size()) - 1, ph.parts * ph.count, 1});
+  }
+  if (!ph.inner_dims.empty() && ph.count > 0) {
+    // A reduce split at its last kept dim: the inner subtrees first (plan_reduce.cc).
+    const Shape& xs = g_.node(n.operands[0]).shape;
+    int64_t nin = 1;
+    for (int d : ph.inner_dims) nin *= xs.dim(d);
+    LFunction& pf = start_function("ember_phase_" + std::to_string(k) + "_inner");
+    pf.comment = "Phase " + std::to_string(k) + ", inner: %" + std::to_string(ph.node) +
+                 " reduce, subtrees of " + std::to_string(nin) + " elements (2^" +
+                 std::to_string(ph.inner_level) + " chunks)";
+    InnerReducePhase(ph, &pf);
+    FinishFlags(&pf);
+    k_.launches.push_back({static_cast<int>(k_.phases.size()) - 1, xs.num_elements() / nin,
+                           std::max<int64_t>(1, kGrainWork / nin)});
+  }
+  if (n.op == OpKind::kScatter && ph.count > 1) {
+    // A scatter by row blocks: its update rows bucketed by block first
+    // (plan_scatter.cc).
+    for (const bool place : {false, true}) {
+      LFunction& bf =
+          start_function("ember_phase_" + std::to_string(k) + (place ? "_place" : "_count"));
+      bf.comment = "Phase " + std::to_string(k) + (place ? ", place: " : ", count: ") + "%" +
+                   std::to_string(ph.node) + " scatter's update rows by block of " +
+                   std::to_string(ph.count) + ", " + std::to_string(ph.scatter_chunks) + " chunks";
+      ScatterBucketPhase(ph, &bf, place);
+      FinishFlags(&bf);
+      k_.launches.push_back({static_cast<int>(k_.phases.size()) - 1, ph.scatter_chunks, 1});
+    }
   }
   LFunction& f = start_function("ember_phase_" + std::to_string(k));
   if (row_.ok) {

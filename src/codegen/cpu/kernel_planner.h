@@ -12,13 +12,17 @@
 //                      small float reductions; column reductions (innermost
 //                      dim kept) vectorized across a block of columns, in
 //                      each column the same order as the per-output loop;
+//                      reductions split at their kept dims (inner runs
+//                      first, then pushed at their level: the same order);
 //   plan_rows.cc       row kernels: one phase over rows, one pass per reduce,
 //                      row buffers, non-temporal stores;
 //   plan_scatter.cc    scatter phases (in update order; by blocks of
-//                      destination rows when the index picks the row).
+//                      destination rows when the index picks the row, over
+//                      update rows bucketed by block).
 // docs/codegen.md describes the kernels they build.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -60,6 +64,19 @@ class KernelPlanner {
     // Column reduces computed in the same pass (ColumnSiblings) and their buffers.
     std::vector<NodeId> siblings;
     std::vector<int> sibling_dests;
+    // A reduce split at its last kept dim (InnerSplit): the reduced dims
+    // after it (`inner_dims`, each of their sets a whole aligned subtree of
+    // 2^inner_level chunks) reduced by a first phase into `inner_temp` (the
+    // operand's other dims), which this phase pushes at that level.
+    std::vector<int> inner_dims;
+    int inner_level = 0;
+    int inner_temp = -1;
+    // A scatter by row blocks (count > 1): its update rows bucketed by
+    // destination block in `scatter_chunks` chunks (ScatterBucketPhase), the
+    // counts (s64[blocks * chunks], block-major) and the list of update rows
+    // (s64[rows], block by block, each in update order).
+    int64_t scatter_chunks = 0;
+    int scatter_counts = -1, scatter_rows = -1;
   };
 
   // kernel_planner.cc
@@ -103,8 +120,21 @@ class KernelPlanner {
   // the finished value (before the store's rounding). `stores`: nodes of the
   // operand's shape whose value at each element the loop also writes into
   // its row buffer (row kernels).
+  // `only`: reduce these dims of the operand instead of the node's (`kept`
+  // then indexes all the others, in operand order); `raw`: the finished
+  // counter's value as it is (no combine with +0: a partial result).
   LValue ReduceOneOutput(const Node& n, const std::vector<IndexExpr>& kept, LBuilder* b,
-                         const std::vector<NodeId>& stores = {});
+                         const std::vector<NodeId>& stores = {},
+                         const std::vector<int>* only = nullptr, bool raw = false);
+  // A float sum or product (f32/f64, more than kExactTreeMax elements) that
+  // the per-output loop would read strided, a reduced dim before a kept one
+  // (BatchNorm's channel sums over (0, 2, 3)): the reduced dims after the
+  // last kept dim, when their lane blocks are 16 * 2^level (their value per
+  // index of the other dims is one node of the output's binary counter), in
+  // inner_dims/inner_level; else inner_dims empty.
+  void InnerSplit(const Node& n, Phase* ph) const;
+  // The first phase of such a split: each subtree's value into inner_temp.
+  void InnerReducePhase(const Phase& ph, LFunction* f);
   LValue ExactTreeReduce(const Node& n, const std::vector<IndexExpr>& xix, LBuilder* b,
                          const std::vector<NodeId>& stores);
   void StoreRowValues(ElementBuilder& e, const std::vector<NodeId>& stores, const ElemIndex& idx,
@@ -150,6 +180,26 @@ class KernelPlanner {
   int64_t ScatterRowBlocks(const Node& n) const;
   void ScatterRowBlockPhase(const Phase& ph, LFunction* f);
   static constexpr int64_t kScatterRowBlocks = 16;
+  // The chunks of update rows the bucketing phases split (at most
+  // kScatterRowBlocks, from the shape alone).
+  int64_t ScatterChunks(const Node& n) const;
+  // The update rows of scatter `n` (its update index space up to the last
+  // batch dim; each row one window).
+  int64_t ScatterUpdateRows(const Node& n) const;
+  // The start along destination dim 0 of update row `uo` (range-checked:
+  // an out-of-range start flags the node and reads 0).
+  std::map<int64_t, IndexExpr> ScatterStarts(const Node& n, const IndexExpr& uo, ElementBuilder* e);
+  // The bucketing phases before a row-block scatter: counts of each chunk's
+  // rows per destination block, then (place) the list of the rows.
+  void ScatterBucketPhase(const Phase& ph, LFunction* f, bool place);
+  // Prefetches the input lines of the update row `ahead` list entries on
+  // (about kPrefetchBytes of rows, at most kMaxPrefetchRows), before window
+  // loop `uiloop` in the body of list loop `kloop`: the rows of a block are
+  // scattered through the updates, so the hardware prefetcher does not see
+  // them coming.
+  void PrefetchUpdateRows(const Phase& ph, LFunction* f, int kloop, int uiloop, const LValue& k1);
+  static constexpr int64_t kPrefetchBytes = 4096;
+  static constexpr int64_t kMaxPrefetchRows = 16;
 
   const Graph& g_;
   int kernel_index_;

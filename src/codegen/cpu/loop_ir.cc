@@ -261,6 +261,14 @@ void LBuilder::Stream(int buffer, const IndexExpr& index, const std::string& arr
   Emit(std::move(s));
 }
 
+void LBuilder::Prefetch(int buffer, const IndexExpr& index) {
+  LStmt s;
+  s.kind = LStmtKind::kPrefetch;
+  s.buffer = buffer;
+  s.index = index;
+  Emit(std::move(s));
+}
+
 void LBuilder::Fence() {
   LStmt s;
   s.kind = LStmtKind::kFence;

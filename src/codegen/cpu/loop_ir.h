@@ -93,19 +93,20 @@ LValue LMisalign(int buffer, const IndexExpr& index);
 // ---- statements ----
 
 enum class LStmtKind : uint8_t {
-  kLet,      // const T name = value;
-  kDecl,     // T name[extent] (extent 0: a scalar), = value if given
-  kAssign,   // target = value (or_assign: target |= value)
-  kStore,    // buffer[index] = value (encoded to the buffer's storage type)
-  kFor,      // for (int64_t var = begin; var < end; var += step) body
-  kIf,       // if (cond) body else orelse
-  kPush,     // pairwise accumulator `name`.Push(value) with combine `reduce` in `type`
-             // (`name`[target].Push when target is set: an array of them)
-  kStream,   // 64 bytes of local array `name` to buffer[index] with a non-temporal store
-  kFence,    // orders the phase's non-temporal stores
-  kFlag,     // data-error flag variable `name` (site `site`) into the kernel's context
-  kComment,  // // text
-  kSeq,      // the statements of block `body`, in place (no scope of its own)
+  kLet,       // const T name = value;
+  kDecl,      // T name[extent] (extent 0: a scalar), = value if given
+  kAssign,    // target = value (or_assign: target |= value)
+  kStore,     // buffer[index] = value (encoded to the buffer's storage type)
+  kFor,       // for (int64_t var = begin; var < end; var += step) body
+  kIf,        // if (cond) body else orelse
+  kPush,      // pairwise accumulator `name`.Push(value) with combine `reduce` in `type`
+              // (`name`[target].Push when target is set: an array of them)
+  kStream,    // 64 bytes of local array `name` to buffer[index] with a non-temporal store
+  kFence,     // orders the phase's non-temporal stores
+  kPrefetch,  // a hint to fetch the cache line of buffer[index] (no effect on values)
+  kFlag,      // data-error flag variable `name` (site `site`) into the kernel's context
+  kComment,   // // text
+  kSeq,       // the statements of block `body`, in place (no scope of its own)
 };
 
 // What a kDecl declares.
@@ -127,8 +128,8 @@ struct LStmt {
   LValue value;        // kLet, kDecl (init, may be null), kAssign, kStore, kPush
   LValue target;       // kAssign: a kVar or kArray; kPush: the element index (or null)
   bool or_assign = false;
-  int buffer = -1;  // kStore, kStream
-  IndexExpr index;  // kStore, kStream
+  int buffer = -1;  // kStore, kStream, kPrefetch
+  IndexExpr index;  // kStore, kStream, kPrefetch
   // kFor
   LValue begin, end;
   int64_t step = 1;
@@ -195,6 +196,7 @@ class LBuilder {
             LValue element = nullptr, int64_t level = 0);
   void Stream(int buffer, const IndexExpr& index, const std::string& array);
   void Fence();
+  void Prefetch(int buffer, const IndexExpr& index);
   void Flag(const std::string& var, int site);
   void Comment(const std::string& text);
 

@@ -267,6 +267,7 @@ class Printer {
         if (st.body >= 0) blocks.push_back(st.body);
         if (st.orelse >= 0) blocks.push_back(st.orelse);
         if (st.kind == LStmtKind::kStore || st.kind == LStmtKind::kStream) used[st.buffer] = true;
+        if (st.kind == LStmtKind::kPrefetch) used.emplace(st.buffer, false);
         scan(st.value);
         scan(st.target);
         scan(st.begin);
@@ -421,6 +422,9 @@ class Printer {
                ", " + st.name + ");";
       case LStmtKind::kFence:
         return "ember_store_fence();";
+      case LStmtKind::kPrefetch:
+        return "__builtin_prefetch(" + k_.buffers.at(st.buffer).name + " + " + st.index.ToString() +
+               ");";
       case LStmtKind::kFlag:
         return "if (" + st.name + ") __atomic_store_n(&c->zero_div[" + std::to_string(st.site) +
                "], 1, __ATOMIC_RELAXED);";

@@ -16,6 +16,13 @@
 // arithmetic (the same lanes, chunks, lane fold and binary counter, or the
 // same exact tree), so the two loops give the same bits and W (chosen from
 // the shape only) changes no value.
+//
+// Reductions over dims on both sides of a kept one (BatchNorm's channel sums
+// over (0, 2, 3)) would read one short run per outer index in that loop;
+// when the reduced dims after the last kept dim are a power of two of whole
+// chunks (one aligned subtree of the binary counter), a first phase reduces
+// each of their runs contiguously and the reduce phase pushes the runs'
+// values at their level: the same counter, the same bits (InnerSplit).
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
@@ -137,8 +144,109 @@ void KernelPlanner::ReducePhase(const Phase& ph, LFunction* f) {
   LBuilder b(f, &var_counter_);
   const IndexExpr o = b.For("o", LVar("begin", DType::kS64), LVar("end", DType::kS64), 0,
                             n.shape.num_elements() - 1);
-  const LValue v = ReduceOneOutput(n, Delinearize(o, n.shape.dims()), &b);
-  b.Store(ph.dest, o, n.shape.dtype(), v);
+  if (ph.inner_dims.empty()) {
+    const LValue v = ReduceOneOutput(n, Delinearize(o, n.shape.dims()), &b);
+    b.Store(ph.dest, o, n.shape.dtype(), v);
+    b.Close();
+    return;
+  }
+  // Split at the last kept dim (InnerSplit): the inner subtrees' values in
+  // the per-output loop's order (the outer reduced dims, row-major), each
+  // pushed at its level, give the counter that loop ends with.
+  const DType t = n.shape.dtype();
+  const ReduceKind kind = KindOf(n);
+  const Shape& xs = g_.node(n.operands[0]).shape;
+  std::vector<bool> reduced(xs.rank(), false), inner(xs.rank(), false);
+  for (int64_t d : attr::Dimensions(n)) reduced[d] = true;
+  for (int d : ph.inner_dims) inner[d] = true;
+  std::vector<int64_t> tdims;  // inner_temp's dims: the operand's, inner ones left out
+  for (int d = 0; d < xs.rank(); ++d) {
+    if (!inner[d]) tdims.push_back(xs.dim(d));
+  }
+  const std::vector<IndexExpr> kept = Delinearize(o, n.shape.dims());
+  std::vector<IndexExpr> tix;
+  const std::string pw = "pw" + std::to_string(n.id);
+  b.Decl(pw, t, nullptr, LDeclKind::kPairwise);
+  int kd = 0, loops = 0;
+  for (int d = 0; d < xs.rank(); ++d) {
+    if (inner[d]) continue;
+    if (!reduced[d]) {
+      tix.push_back(kept[kd++]);
+    } else {
+      tix.push_back(b.For("r" + std::to_string(d), LInt(0), LInt(xs.dim(d)), 0, xs.dim(d) - 1));
+      ++loops;
+    }
+  }
+  b.Push(pw, kind, t, LLoad(ph.inner_temp, Linearize(tix, tdims), t), nullptr, ph.inner_level);
+  for (int i = 0; i < loops; ++i) b.Close();
+  const LValue id = ReduceIdentity(kind, t, false);
+  b.Store(
+      ph.dest, o, t,
+      FromIdentity(kind, t, b.LetNamed("red" + std::to_string(n.id), t, LFinish(pw, kind, t, id))));
+  b.Close();
+}
+
+void KernelPlanner::InnerSplit(const Node& n, Phase* ph) const {
+  ph->inner_dims.clear();
+  if (n.op != OpKind::kReduce || n.shape.num_elements() == 0) return;
+  // EMBER_CODEGEN_INNER_SPLIT=0: the per-output loop unsplit (A/B; the same values).
+  const char* env = std::getenv("EMBER_CODEGEN_INNER_SPLIT");
+  if (env && std::string(env) == "0") return;
+  const DType t = n.shape.dtype();
+  const ReduceKind kind = KindOf(n);
+  if ((t != DType::kF32 && t != DType::kF64) ||
+      (kind != ReduceKind::kAdd && kind != ReduceKind::kMultiply)) {
+    return;
+  }
+  const Shape& xs = g_.node(n.operands[0]).shape;
+  if (xs.num_elements() == 0) return;
+  std::vector<bool> reduced(xs.rank(), false);
+  for (int64_t d : attr::Dimensions(n)) reduced[d] = true;
+  int last_kept = -1;
+  for (int d = 0; d < xs.rank(); ++d) {
+    if (!reduced[d] && xs.dim(d) > 1) last_kept = d;
+  }
+  if (last_kept < 0 || reduced[xs.rank() - 1] == false) return;  // a column reduce
+  std::vector<int> in;
+  bool outer = false;  // a reduced dim of more than one element before the last kept one
+  int64_t nin = 1, nred = 1;
+  for (int d = 0; d < xs.rank(); ++d) {
+    if (!reduced[d]) continue;
+    nred *= xs.dim(d);
+    if (d > last_kept) {
+      in.push_back(d);
+      nin *= xs.dim(d);
+    } else if (xs.dim(d) > 1) {
+      outer = true;
+    }
+  }
+  if (!outer || in.empty() || nred <= kExactTreeMax) return;
+  const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
+  const int64_t K = xs.dim(in.back());
+  const int64_t blocks = nin / K * ((K + lanes - 1) / lanes);
+  if (blocks % kBlocksPerChunk != 0) return;
+  const int64_t chunks = blocks / kBlocksPerChunk;
+  if ((chunks & (chunks - 1)) != 0) return;  // a power of two: one aligned subtree
+  ph->inner_dims = in;
+  ph->inner_level = static_cast<int>(BitWidth(chunks) - 1);
+}
+
+void KernelPlanner::InnerReducePhase(const Phase& ph, LFunction* f) {
+  const Node& n = g_.node(ph.node);
+  const Shape& xs = g_.node(n.operands[0]).shape;
+  std::vector<bool> inner(xs.rank(), false);
+  for (int d : ph.inner_dims) inner[d] = true;
+  std::vector<int64_t> tdims;
+  for (int d = 0; d < xs.rank(); ++d) {
+    if (!inner[d]) tdims.push_back(xs.dim(d));
+  }
+  int64_t items = 1;
+  for (int64_t d : tdims) items *= d;
+  LBuilder b(f, &var_counter_);
+  const IndexExpr o =
+      b.For("o", LVar("begin", DType::kS64), LVar("end", DType::kS64), 0, items - 1);
+  const LValue v = ReduceOneOutput(n, Delinearize(o, tdims), &b, {}, &ph.inner_dims, true);
+  b.Store(ph.inner_temp, o, n.shape.dtype(), v);
   b.Close();
 }
 
@@ -503,14 +611,19 @@ void KernelPlanner::StoreRowValues(ElementBuilder& e, const std::vector<NodeId>&
 }
 
 LValue KernelPlanner::ReduceOneOutput(const Node& n, const std::vector<IndexExpr>& kept,
-                                      LBuilder* b, const std::vector<NodeId>& stores) {
+                                      LBuilder* b, const std::vector<NodeId>& stores,
+                                      const std::vector<int>* only, bool raw) {
   LFunction* f = b->function();
   const NodeId x = n.operands[0];
   const Shape& xs = g_.node(x).shape;
   const DType t = n.shape.dtype();
   const ReduceKind kind = KindOf(n);
   std::vector<bool> reduced(xs.rank(), false);
-  for (int64_t d : attr::Dimensions(n)) reduced[d] = true;
+  if (only) {
+    for (int d : *only) reduced[d] = true;
+  } else {
+    for (int64_t d : attr::Dimensions(n)) reduced[d] = true;
+  }
   std::vector<int> red_dims;
   int64_t nred = 1;
   for (int d = 0; d < xs.rank(); ++d) {
@@ -533,7 +646,9 @@ LValue KernelPlanner::ReduceOneOutput(const Node& n, const std::vector<IndexExpr
     UseSites(e);
     return FromIdentity(kind, t, v);
   }
-  if (IsFloat(t) && nred <= kExactTreeMax) return ExactTreeReduce(n, xix, b, stores);
+  // A part of a larger reduce (`only`, InnerSplit) takes the blocked loop the
+  // whole reduce takes, however few its own elements.
+  if (IsFloat(t) && nred <= kExactTreeMax && !only) return ExactTreeReduce(n, xix, b, stores);
   const bool pairwise = IsFloat(t) && (kind == ReduceKind::kAdd || kind == ReduceKind::kMultiply);
   const int lanes = DTypeSize(t) == 8 ? kLanes64 : kLanes32;
   const int last = red_dims.back();
@@ -594,7 +709,8 @@ LValue KernelPlanner::ReduceOneOutput(const Node& n, const std::vector<IndexExpr
     b->If(LCmpExpr(LCmp::kGt, LVar(nb, DType::kS64), LInt(0)));
     b->Push(pw, kind, t, at(IndexExpr()));
     b->Close();
-    return FromIdentity(kind, t, b->LetNamed(res, t, LFinish(pw, kind, t, id)));
+    const LValue fin = b->LetNamed(res, t, LFinish(pw, kind, t, id));
+    return raw ? fin : FromIdentity(kind, t, fin);
   }
   return FromIdentity(kind, t, b->LetNamed(res, t, at(IndexExpr())));
 }
