@@ -843,18 +843,27 @@ TEST(FusionTest, NothingToFuse) {
 })");
 }
 
-TEST(FusionTest, CheapProducerBeyondTheDuplicationBound) {
-  std::string text =
-      "graph g(%p0: f32[4]) {\n  %0 = f32[4] parameter(0)\n"
-      "  %1 = f32[4] reshape(%0)\n";
+// Appends `count` consumers of `operand` to the graph text `head`, each an
+// exponential(%0) and then `op`(that, operand), numbered from %first, and closes the
+// graph with a ROOT tuple of the second node of each pair.
+std::string WithExpConsumers(std::string head, int first, int count, const std::string& op,
+                             const std::string& operand) {
   std::string root = "  ROOT (";
-  for (int i = 0; i < kMaxDuplicateUsers + 1; ++i) {
-    const int e = 2 + 2 * i;
-    text += "  %" + std::to_string(e) + " = f32[4] exponential(%0)\n";
-    text += "  %" + std::to_string(e + 1) + " = f32[4] add(%" + std::to_string(e) + ", %1)\n";
+  for (int i = 0; i < count; ++i) {
+    const int e = first + 2 * i;
+    head += "  %" + std::to_string(e) + " = f32[4] exponential(%0)\n";
+    head += "  %" + std::to_string(e + 1) + " = f32[4] " + op + "(%" + std::to_string(e) + ", " +
+            operand + ")\n";
     root += (i ? ", %" : "%") + std::to_string(e + 1);
   }
-  text += root + ")\n}\n";
+  return head + root + ")\n}\n";
+}
+
+TEST(FusionTest, CheapProducerBeyondTheDuplicationBound) {
+  const std::string text = WithExpConsumers(
+      "graph g(%p0: f32[4]) {\n  %0 = f32[4] parameter(0)\n"
+      "  %1 = f32[4] reshape(%0)\n",
+      2, kMaxDuplicateUsers + 1, "add", "%1");
   Graph g = ParseOrDie(text);
   const Graph before = g;
   FusionPass pass;
@@ -927,19 +936,12 @@ TEST(FusionTest, ConstantSplatsAreDuplicatedBeyondTheBound) {
 // copy reads one value, where a kernel of its own would write the array and every
 // update would read it back.
 TEST(FusionTest, ScalarBroadcastsAreDuplicatedBeyondTheBound) {
-  std::string text =
+  const std::string text = WithExpConsumers(
       "graph g(%p0: f32[4], %p1: f64[]) {\n  %0 = f32[4] parameter(0)\n"
       "  %1 = f64[] parameter(1)\n"
       "  %2 = f64[4] broadcast-in-dim(%1), dimensions={}\n"
-      "  %3 = f32[4] convert(%2)\n";
-  std::string root = "  ROOT (";
-  for (int i = 0; i < kMaxDuplicateUsers + 3; ++i) {
-    const int e = 4 + 2 * i;
-    text += "  %" + std::to_string(e) + " = f32[4] exponential(%0)\n";
-    text += "  %" + std::to_string(e + 1) + " = f32[4] multiply(%" + std::to_string(e) + ", %3)\n";
-    root += (i ? ", %" : "%") + std::to_string(e + 1);
-  }
-  text += root + ")\n}\n";
+      "  %3 = f32[4] convert(%2)\n",
+      4, kMaxDuplicateUsers + 3, "multiply", "%3");
   Graph g = ParseOrDie(text);
   const Graph before = g;
   FusionPass pass;

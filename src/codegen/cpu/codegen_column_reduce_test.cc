@@ -27,11 +27,7 @@ using testing::TempDir;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-struct Built {
-  Graph g;
-  std::shared_ptr<CompiledKernel> k;
-  std::string source;
-};
+using Built = testing::BuiltKernel;
 
 // reduce(f(x), red) where f is x itself or (x * x) + x (float) / x * 3 + x
 // (integers), not x (pred); `transposed`: the operand is first transposed so that the kept
@@ -64,15 +60,7 @@ Built Build(const Shape& xs, const std::vector<int64_t>& red, ReduceKind kind, b
     for (int64_t i = kept; i < xs.rank(); ++i) r.push_back(i);
   }
   b.SetOutputs({b.Reduce(v, r, kind)});
-  auto g = b.Build();
-  EXPECT_TRUE(g.ok()) << g.status().ToString();
-  Built out{std::move(*g), nullptr, ""};
-  auto src = EmitKernelSource(out.g);
-  EXPECT_TRUE(src.ok()) << src.status().ToString();
-  if (src.ok()) out.source = src->code;
-  auto k = CompileKernel(out.g, FastOptions(cache));
-  EXPECT_TRUE(k.ok()) << k.status().ToString();
-  if (k.ok()) out.k = *k;
+  Built out = testing::BuildKernel(b.Build(), cache);
   return out;
 }
 

@@ -22,11 +22,7 @@ using testing::RunKernel;
 using testing::SameLiteral;
 using testing::TempDir;
 
-struct Built {
-  Graph g;
-  std::shared_ptr<CompiledKernel> k;
-  std::string source;
-};
+using Built = testing::BuiltKernel;
 
 // reduce(x, red) or reduce(x * x + x, red); `split`: EMBER_CODEGEN_INNER_SPLIT unset or 0.
 Built Build(const Shape& xs, const std::vector<int64_t>& red, ReduceKind kind, bool fused,
@@ -36,15 +32,7 @@ Built Build(const Shape& xs, const std::vector<int64_t>& red, ReduceKind kind, b
   NodeId x = b.Parameter(0, xs);
   NodeId v = fused ? b.Add(b.Multiply(x, x), x) : x;
   b.SetOutputs({b.Reduce(v, red, kind)});
-  auto g = b.Build();
-  EXPECT_TRUE(g.ok()) << g.status().ToString();
-  Built out{std::move(*g), nullptr, ""};
-  auto src = EmitKernelSource(out.g);
-  EXPECT_TRUE(src.ok()) << src.status().ToString();
-  if (src.ok()) out.source = src->code;
-  auto k = CompileKernel(out.g, FastOptions(cache));
-  EXPECT_TRUE(k.ok()) << k.status().ToString();
-  if (k.ok()) out.k = *k;
+  Built out = testing::BuildKernel(b.Build(), cache);
   unsetenv("EMBER_CODEGEN_INNER_SPLIT");
   return out;
 }

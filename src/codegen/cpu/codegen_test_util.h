@@ -43,6 +43,27 @@ inline CodegenOptions FastOptions(const std::string& cache_dir) {
   return o;
 }
 
+// A graph with its kernel's source and the compiled kernel (null when compiling
+// failed, which is reported as a test failure).
+struct BuiltKernel {
+  Graph g;
+  std::shared_ptr<CompiledKernel> k;
+  std::string source;
+};
+
+// Emits and compiles the kernel of `g` (a graph builder's result) with a private cache.
+inline BuiltKernel BuildKernel(StatusOr<Graph> g, const std::string& cache_dir) {
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  BuiltKernel out{g.ok() ? std::move(*g) : Graph(), nullptr, ""};
+  auto src = EmitKernelSource(out.g);
+  EXPECT_TRUE(src.ok()) << src.status().ToString();
+  if (src.ok()) out.source = src->code;
+  auto k = CompileKernel(out.g, FastOptions(cache_dir));
+  EXPECT_TRUE(k.ok()) << k.status().ToString();
+  if (k.ok()) out.k = *k;
+  return out;
+}
+
 // Runs a compiled kernel on literals; returns the outputs (or the status).
 inline StatusOr<std::vector<Literal>> RunKernel(const CompiledKernel& k,
                                                 const std::vector<Literal>& args,
