@@ -16,10 +16,12 @@ step is then split (medians over the rounds, µs per step):
 
 ``ember_compile_copyback`` is the same backend with ``ember.dynamo.write_inputs =
 False``: AOTAutograd copies mutated inputs back (the behaviour before the backend wrote
-them itself), for an A/B in the same process.
+them itself), for an A/B in the same process. ``--inductor`` adds
+``torch.compile(backend="inductor")`` (the per-call overhead to match; at ``--scale
+tiny`` a step is mostly overhead).
 
     python bench/compile_overhead.py [--models mlp,gpt] [--modes train,inference]
-        [--rounds 30]
+        [--rounds 30] [--scale quick|tiny|full] [--inductor]
 """
 
 import argparse
@@ -56,12 +58,14 @@ def _check_same(runners):
             assert d < 2e-3, f"{n}: parameters differ from eager's by {d:.2e}"
 
 
-def measure(model_name, mode, rounds, profile=False):
+def measure(model_name, mode, rounds, profile=False, scale="quick", inductor=False):
     import ember
     from ember.bench import backends, models
 
-    w = models.build(model_name, "quick")
+    w = models.build(model_name, scale)
     names = ["eager", "ember", "ember_compile", "ember_compile_copyback"]
+    if inductor:
+        names.append("inductor")
     runners = {}
     for n in names:
         ember.dynamo.write_inputs = n != "ember_compile_copyback"
@@ -115,11 +119,13 @@ def main():
     ap.add_argument("--modes", default="train,inference")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--profile", action="store_true", help="also print a cProfile table")
+    ap.add_argument("--scale", default="quick", choices=("tiny", "quick", "full"))
+    ap.add_argument("--inductor", action="store_true", help="also time Inductor")
     a = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} (start)")
     for m in a.models.split(","):
         for mode in a.modes.split(","):
-            times, split = measure(m, mode, a.rounds, a.profile)
+            times, split = measure(m, mode, a.rounds, a.profile, a.scale, a.inductor)
             eager = times["eager"]
             ratio = {
                 n: statistics.median(t / e for t, e in zip(ts, eager)) for n, ts in times.items()
@@ -136,6 +142,12 @@ def main():
                 f"{med(split['programs'])} (run {med(split['run_us']):.0f} us, graph_py "
                 f"{med(py):.0f} us) + outside {med(outside):.0f} us; lazy device: step "
                 f"{med(times['ember']) * 1e6:.0f} us, run {med(split['lazy_run_us']):.0f} us"
+                + (
+                    f"; inductor x eager {ratio['inductor']:.2f}, step "
+                    f"{med(times['inductor']) * 1e6:.0f} us"
+                    if "inductor" in times
+                    else ""
+                )
             )
     print(f"load average {os.getloadavg()[0]:.2f} (end)")
 

@@ -191,6 +191,7 @@ _counts = {
     "refusals": 0,
     "input_writes": 0,
     "buffers_moved": 0,
+    "written_in_place": 0,
     "checkpointed_graphs": 0,
     "recomputed_nodes": 0,
 }
@@ -203,7 +204,9 @@ def counters() -> dict:
     ``captures`` (programs captured), ``refusals`` (traces whose program could not be
     captured) and ``refusal_reasons`` (reason -> count); ``input_writes`` (new values
     of mutated inputs written back, e.g. an optimizer's parameters and state) and, of
-    those, ``buffers_moved`` (a parameter took the result's buffer instead of a copy).
+    those, ``written_in_place`` (the program wrote the new value into the input's own
+    memory, as eager's in-place op does) and ``buffers_moved`` (a parameter took the
+    result's buffer instead of a copy).
     Compilations:
     ``checkpointed_graphs`` (forward graphs with activation-checkpointed nodes) and
     ``recomputed_nodes`` (nodes their backward graphs recompute)."""
@@ -292,11 +295,11 @@ class EmberGraph:
             args = list(args)  # the backward, called through Dynamo's disable() wrapper
         self.calls += 1
         _counts["calls"] += 1
-        if any(isinstance(a, torch.Tensor) and a.device.type == "ember" for a in args):
-            return self._run_lazily(args)
         tensors = [a if isinstance(a, torch.Tensor) else None for a in args]
         scalars = tuple(a for a, t in zip(args, tensors) if t is None)
-        if replay:
+        # A replay first: CapturedProgram.run checks every input's device, sizes,
+        # strides and dtype itself (None for anything else, ember tensors included).
+        if replay and self.captures:
             for key, program, template, writes in self.captures:
                 if key == scalars:
                     try:
@@ -308,8 +311,11 @@ class EmberGraph:
                         _counts["replays"] += 1
                         _counts["input_writes"] += len(writes)
                         _counts["buffers_moved"] += res[1]
+                        _counts["written_in_place"] += res[2]
                         args.clear()
                         return _fill(template, res[0], self.n_out)
+        if any(t is not None and t.device.type == "ember" for t in tensors):
+            return self._run_lazily(args)
         for i, a in enumerate(tensors):
             if a is not None:
                 self._check(i, a)

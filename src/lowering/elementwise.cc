@@ -418,6 +418,19 @@ LowerResult LowerConvert(GraphBuilder& b, const AtenCall& c) {
   return CheckOutputs(b, c, {ConvertTo(b, x.value, out.dtype)});
 }
 
+// copy(self, src, non_blocking): the functional copy_ (AOTAutograd's graphs; copy_
+// between ember tensors): src converted to self's dtype and broadcast to self's sizes,
+// as eager's copy_ writes it. Only self's metadata (the output's) is read.
+LowerResult LowerCopy(GraphBuilder& b, const AtenCall& c) {
+  EMBER_RETURN_IF_ERROR(DeclineComplex(c));
+  EMBER_ASSIGN_OR_RETURN(TensorArg src, TensorAt(c, 1));
+  const OutputMeta& out = c.outputs.at(0);
+  auto common = BroadcastShapes(src.sizes, out.sizes);
+  if (!common || *common != out.sizes) return InvalidArgument(c.op, ": src does not broadcast");
+  NodeId v = ConvertTo(b, src.value, out.dtype);
+  return CheckOutputs(b, c, {BroadcastTo(b, v, src.sizes, out.sizes)});
+}
+
 }  // namespace
 
 void RegisterElementwise(LoweringTable& t) {
@@ -494,6 +507,7 @@ void RegisterElementwise(LoweringTable& t) {
   // Casts and copies.
   t.Add("aten::_to_copy", LowerConvert);
   t.Add("aten::clone", LowerConvert);
+  t.Add("aten::copy", LowerCopy);
 }
 
 }  // namespace ember::lowering

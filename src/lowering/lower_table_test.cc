@@ -126,6 +126,7 @@ const std::multimap<std::string, Sample>& Samples() {
       {"aten::_to_copy", {"T:f32[2,3] D:bf16 O O O B:0 N", "bf16[2,3]"}},
       {"aten::_to_copy", {"T:f32[2,3] N O O O B:0 N", "f32[2,3]"}},
       {"aten::clone", {"T:s32[2,3] N", "s32[2,3]"}},
+      {"aten::copy", {"T:f32[2,3] T:bf16[3] B:0", "f32[2,3]"}},
       // ---- comparison, logical, bitwise ----
       {"aten::eq.Tensor", {"T:f32[2,3] T:s64[3]", "pred[2,3]"}},
       {"aten::eq.Scalar", {"T:s32[3] S:f", "pred[3]"}},

@@ -253,7 +253,7 @@ void fail_run(const LoweredProgram& p, const LazyGraph& g, const ember::Status& 
 thread_local RunTiming g_run_timing;
 
 LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
-                       const std::vector<bool>& donated) {
+                       const std::vector<bool>& donated, const std::vector<bool>& wanted) {
   static const bool timed = ember::LogEnabled("sync");
   using Clock = std::chrono::steady_clock;
   auto us = [](Clock::time_point a, Clock::time_point b) {
@@ -346,6 +346,10 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
   wrapped_by.reserve(res->size());
   out.outputs.reserve(res->size());
   for (size_t i = 0; i < res->size(); ++i) {
+    if (!wanted.empty() && !wanted[i]) {
+      out.outputs.emplace_back();  // not read by the caller: bound to nothing
+      continue;
+    }
     const ember::BufferRef& buf = (*res)[i];
     const TensorMeta* m = &p.output_metas[i];
     bool borrowed = buf->literal().is_borrowed();

@@ -8,6 +8,7 @@
 #include "binding.h"
 #include "execution_queue.h"
 #include "graph_cache.h"
+#include "lowered_program.h"
 
 namespace ember_torch {
 namespace {
@@ -183,6 +184,7 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
     cap->outputs_.push_back(std::move(src));
   }
   cap->program_ = sc.program;
+  cap->find_in_place_inputs();
   cap->stats_ = sc.stats;
   cap->ops_ = sc.graph.ops;
   cap->scalars_ = sc.graph.scalars;
@@ -204,9 +206,63 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
   return cap;
 }
 
+void CapturedProgram::find_in_place_inputs() {
+  const size_t n_fx = input_metas_.size();
+  in_place_input_.assign(n_fx, -1);
+  in_place_root_.assign(n_fx, -1);
+  root_uses_.assign(program_->output_metas.size(), 0);
+  for (const auto& s : outputs_) {
+    if (s.root >= 0) ++root_uses_[s.root];
+  }
+  wanted_roots_.resize(root_uses_.size());
+  for (size_t o = 0; o < root_uses_.size(); ++o) wanted_roots_[o] = root_uses_[o] > 0;
+  // FX inputs that cannot be overwritten: on a storage with another FX input, viewed by
+  // an output, or reaching the program through a view or more than once.
+  std::vector<bool> barred(n_fx, false);
+  for (size_t j = 0; j < n_fx; ++j) {
+    if (alias_of_[j] >= 0 && alias_of_[j] != static_cast<int>(j)) {
+      barred[j] = barred[alias_of_[j]] = true;
+    }
+  }
+  for (const auto& s : outputs_) {
+    if (s.fx >= 0) barred[s.fx] = true;
+  }
+  std::vector<int> graph_input_of(n_fx, -1);
+  for (size_t i = 0; i < graph_inputs_.size(); ++i) {
+    const Source& s = graph_inputs_[i];
+    if (s.fx < 0) continue;
+    const TensorMeta& m = input_metas_[s.fx];
+    if (graph_input_of[s.fx] != -1 || s.offset_delta != 0 || s.sizes != m.sizes ||
+        s.strides != m.strides || !row_major(m.sizes, m.strides)) {
+      barred[s.fx] = true;
+    }
+    graph_input_of[s.fx] = static_cast<int>(i);
+  }
+  // Executable parameter -> graph input (unpermuted inputs only: a permuted one is a
+  // transpose of the buffer, never paired).
+  std::unordered_map<int, int> input_of_param;
+  for (size_t p = 0; p < program_->params.size(); ++p) {
+    const ParamSrc& src = program_->params[p];
+    if (src.kind == ParamSrc::kInput && !src.permuted) input_of_param[p] = src.index;
+  }
+  std::unordered_map<int, int> root_of_input;
+  for (const auto& [o, p] : program_->exe->graph().aliases()) {
+    auto it = input_of_param.find(p);
+    if (it != input_of_param.end()) root_of_input[it->second] = o;
+  }
+  for (size_t j = 0; j < n_fx; ++j) {
+    if (barred[j] || graph_input_of[j] < 0) continue;
+    auto it = root_of_input.find(graph_input_of[j]);
+    if (it == root_of_input.end() || root_uses_[it->second] != 1) continue;
+    in_place_input_[j] = graph_input_of[j];
+    in_place_root_[j] = it->second;
+  }
+}
+
 std::optional<std::vector<at::Tensor>> CapturedProgram::run(const std::vector<at::Tensor>& inputs,
                                                             const std::vector<InputWrite>& writes,
-                                                            int64_t* moved) const {
+                                                            int64_t* moved,
+                                                            int64_t* in_place) const {
   if (inputs.size() != input_metas_.size()) return std::nullopt;
 
   std::unordered_map<const c10::StorageImpl*, int> first;
@@ -236,9 +292,22 @@ std::optional<std::vector<at::Tensor>> CapturedProgram::run(const std::vector<at
   g.inputs.reserve(graph_inputs_.size());
   for (const auto& s : graph_inputs_) g.inputs.push_back(resolve(s));
 
+  // Written inputs the program may overwrite in place (donated to the run).
+  std::vector<bool> donated;
+  for (const auto& w : writes) {
+    const int j = w.input;
+    if (j < 0 || j >= static_cast<int>(in_place_input_.size()) || in_place_input_[j] < 0 ||
+        w.output < 0 || w.output >= static_cast<int>(outputs_.size()) ||
+        outputs_[w.output].root != in_place_root_[j]) {
+      continue;
+    }
+    if (donated.empty()) donated.assign(g.inputs.size(), false);
+    donated[in_place_input_[j]] = true;
+  }
+
   std::lock_guard<std::mutex> sync_lock(sync_mutex());
   auto t0 = std::chrono::steady_clock::now();
-  LoweredRun r = run_lowered(*program_, g, {});
+  LoweredRun r = run_lowered(*program_, g, donated, wanted_roots_);
   g.inputs.clear();  // the views of the inputs (they share the inputs' storages)
 
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -251,16 +320,12 @@ std::optional<std::vector<at::Tensor>> CapturedProgram::run(const std::vector<at
   set_last_graph(stats_);
   ++runs_;
   if (r.error) std::rethrow_exception(r.error);
-  std::vector<int> uses(r.outputs.size(), 0);  // outputs per root
-  for (const auto& s : outputs_) {
-    if (s.root >= 0) ++uses[s.root];
-  }
   std::vector<at::Tensor> out;
   out.reserve(outputs_.size());
   for (const auto& s : outputs_) {
     if (s.root < 0) {
       out.push_back(resolve(s));
-    } else if (uses[s.root] == 1) {
+    } else if (root_uses_[s.root] == 1) {
       out.push_back(std::move(r.outputs[s.root]));  // only `out` holds it
     } else {
       out.push_back(r.outputs[s.root]);
@@ -270,6 +335,15 @@ std::optional<std::vector<at::Tensor>> CapturedProgram::run(const std::vector<at
   for (const auto& w : writes) {
     const at::Tensor& dst = inputs.at(w.input);
     at::Tensor& src = out.at(w.output);
+    if (src.has_storage() && dst.has_storage() &&
+        src.storage().unsafeGetStorageImpl() == dst.storage().unsafeGetStorageImpl() &&
+        src.storage_offset() == dst.storage_offset() && src.sizes() == dst.sizes() &&
+        src.strides() == dst.strides()) {
+      // The kernel wrote the new value into the donated input: what copy_ would leave.
+      dst.unsafeGetTensorImpl()->bump_version();
+      if (in_place) ++*in_place;
+      continue;
+    }
     if (move_buffer(dst, src, w.storage_uses)) {
       if (moved) ++*moved;
       continue;

@@ -68,10 +68,19 @@ class CapturedProgram {
   // (a parameter), covers its whole storage and shares it with no other tensor takes the
   // output's buffer instead of a copy (its storage's data pointer changes, its version
   // counter moves as copy_ would move it; `*moved` counts these); any other input gets
-  // copy_ (under no_grad). The returned outputs at written positions are unspecified.
+  // copy_ (under no_grad). Before that, the program may write the value straight into
+  // the input's memory, as eager's in-place update does (the input is donated to the
+  // run; `*in_place` counts these, and the input's version counter moves): when the
+  // input reaches the program as itself (same sizes and strides, row-major, no other
+  // FX input on its storage, no other graph input or output viewing it) and the
+  // executable pairs output k with it (GraphBuilder::SetAlias at lowering; the kernel
+  // computing it then writes into the input's buffer when nothing later reads or can
+  // fail, Executable's "Donation"). A failing run still leaves every input untouched.
+  // The returned outputs at written positions are unspecified.
   std::optional<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs,
                                              const std::vector<InputWrite>& writes = {},
-                                             int64_t* moved = nullptr) const;
+                                             int64_t* moved = nullptr,
+                                             int64_t* in_place = nullptr) const;
   int64_t runs() const { return runs_; }
 
  private:
@@ -83,6 +92,7 @@ class CapturedProgram {
     int64_t offset_delta = 0;  // storage offset - the FX input's storage offset
     at::Tensor constant;
   };
+  void find_in_place_inputs();  // fills in_place_input_, in_place_root_, root_uses_, wanted_roots_
   std::shared_ptr<LoweredProgram> program_;
   GraphStats stats_;
   std::vector<Value> keep_;  // the lazy nodes (error messages name them)
@@ -94,6 +104,12 @@ class CapturedProgram {
   std::vector<bool> input_is_tensor_;    //   Undefined for non-tensors
   std::vector<int> alias_of_;            // per FX input: first input on its storage
   std::vector<int64_t> alias_delta_;     //   and its storage offset minus that one's
+  // Per FX input: the graph input that is exactly it and that the executable may
+  // overwrite with root `in_place_root_[j]` (see run's `in_place`), or -1.
+  std::vector<int> in_place_input_;
+  std::vector<int> in_place_root_;
+  std::vector<int> root_uses_;      // per root of the program: FX outputs that are it
+  std::vector<bool> wanted_roots_;  //   and whether there is one (run_lowered's `wanted`)
   mutable int64_t runs_ = 0;
 };
 

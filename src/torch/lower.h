@@ -47,9 +47,12 @@ struct RunTiming {
 extern thread_local RunTiming g_run_timing;
 
 // Runs the program on this sync's inputs and scalars. `donated[i]`: input i's buffer
-// may be overwritten in place (no other live tensor refers to it).
+// may be overwritten in place (no other live tensor refers to it). `wanted` (empty: all):
+// the roots the caller reads; the others are left undefined in `outputs`, so a root the
+// caller reads gets the buffer it shares with one it does not (t(t(x)) beside x) without
+// a copy.
 LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
-                       const std::vector<bool>& donated);
+                       const std::vector<bool>& donated, const std::vector<bool>& wanted = {});
 
 // Registers the ATen-backed `ember.dot-general` extern kernel (mm/bmm through ATen) and
 // makes ATen's intra-op thread pool (at::parallel_for) the runtime's parallel-for

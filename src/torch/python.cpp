@@ -338,7 +338,8 @@ PYBIND11_MODULE(_C, m) {
           "run",
           [](const CapturedProgram& p, const std::vector<std::optional<at::Tensor>>& ins,
              const std::vector<std::pair<int, int>>& writes) -> py::object {
-            // None (another signature), or (outputs, buffers moved into inputs).
+            // None (another signature), or (outputs, buffers moved into inputs, inputs
+            // the program wrote in place).
             std::vector<at::Tensor> v;
             v.reserve(ins.size());
             for (const auto& t : ins) v.push_back(t ? *t : at::Tensor());
@@ -349,13 +350,13 @@ PYBIND11_MODULE(_C, m) {
               w.push_back({j, k, exclusive_storage_uses(v[j])});
             }
             std::optional<std::vector<at::Tensor>> out;
-            int64_t moved = 0;
+            int64_t moved = 0, in_place = 0;
             {
               py::gil_scoped_release nogil;
-              out = p.run(v, w, &moved);
+              out = p.run(v, w, &moved, &in_place);
             }
             if (!out) return py::none();
-            return py::make_tuple(py::cast(*out), moved);
+            return py::make_tuple(py::cast(*out), moved, in_place);
           },
           py::arg("inputs"), py::arg("writes") = std::vector<std::pair<int, int>>{})
       .def_property_readonly("runs", &CapturedProgram::runs);

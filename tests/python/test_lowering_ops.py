@@ -487,6 +487,28 @@ def test_adamw_foreach_step_matches_eager(cpu_backend):
     assert not errors, errors
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=["f32", "bf16"])
+def test_copy_between_ember_tensors_is_lowered(cpu_backend, dtype):
+    """copy_ from one ember tensor into another (aten::copy, also the functional copy_
+    of AOTAutograd's graphs): a cast to the destination's dtype (float to int32
+    truncates) and a broadcast, lowered into the graph instead of an ATen extern."""
+    a, b = r(3, 4).to(dtype), r(4).to(dtype)
+
+    def fn(a, b):
+        x = (a * 2).copy_(b * 0.5)  # broadcast (4,) -> (3, 4)
+        n = torch.zeros(3, 4, dtype=torch.int32, device=a.device).copy_(a * 3)
+        return x, n, x + n
+
+    want = fn(a, b)
+    got = fn(a.to(DEV), b.to(DEV))
+    ember.sync()
+    externs = ember.metrics.last_graph()["externs"]
+    assert "aten::copy" not in externs, externs
+    for g, e in zip(got, want):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        torch.testing.assert_close(g.cpu(), e, rtol=0, atol=0)
+
+
 def test_dropout_keeps_one_minus_p_and_scales(cpu_backend):
     torch.manual_seed(0)
     x = torch.ones(20000, device=DEV)
