@@ -57,6 +57,7 @@ graph, and tensor subclasses as inputs raise ``EmberCompileError`` naming the in
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -416,6 +417,84 @@ def _ember_rng_ops(gm: torch.fx.GraphModule) -> int:
     return changed
 
 
+def _layout_of(sizes, strides):
+    """Strides of a dense tensor of `sizes` laid out in the order of `strides` (outermost
+    first, ties kept in dimension order): what ember's attention metas allocate."""
+    order = sorted(range(len(sizes)), key=lambda d: -strides[d])
+    out, step = [0] * len(sizes), 1
+    for d in reversed(order):
+        out[d] = step
+        step *= sizes[d]
+    return tuple(out)
+
+
+def _ember_attention(gm: torch.fx.GraphModule) -> int:
+    """Replaces eager's CPU flash attention (``_scaled_dot_product_flash_attention_for_cpu``
+    and its backward, which AOTAutograd's CPU trace of ``scaled_dot_product_attention``
+    holds) by the ops the lazy device records for the same call,
+    ``ember::sdpa_flash_forward`` / ``_backward`` (src/torch/attention.cpp): the same CPU
+    kernel, but the ops read their operands through their strides (``flexible_layout``),
+    so the program hands them its row-major buffers instead of copying q, k, v into
+    eager's layout. Only calls without dropout whose results have the layouts the ember
+    ops give (the FX graph's later views rely on them) are replaced. Returns the number
+    of nodes changed."""
+    aten = torch.ops.aten
+    fwd = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    bwd = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
+    if fwd is None or bwd is None or not hasattr(torch.ops.ember, "sdpa_flash_forward"):
+        return 0
+
+    def val(n):
+        return n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+
+    def same_layouts(node, expected):
+        got = node.meta.get("val")
+        return isinstance(got, (list, tuple)) and all(
+            isinstance(g, torch.Tensor) and tuple(g.stride()) == e for g, e in zip(got, expected)
+        )
+
+    changed = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in (fwd.default, bwd.default):
+            continue
+        is_fwd = node.target is fwd.default
+        schema = node.target._schema
+        named = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+        for a, v in zip(schema.arguments, node.args):
+            named[a.name] = v
+        named.update(node.kwargs)
+        q, k, v = (val(named[n]) for n in ("query", "key", "value"))
+        if any(t is None or t.dim() != 4 for t in (q, k, v)) or named["dropout_p"] != 0:
+            continue
+        scale = named.get("scale")
+        if scale is None:
+            scale = 1.0 / math.sqrt(q.shape[-1])
+        mask = named.get("attn_mask")
+        if is_fwd:
+            o_sizes = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
+            expected = [_layout_of(o_sizes, q.stride())]
+            if not same_layouts(node, expected):
+                continue
+            args = (named["query"], named["key"], named["value"], mask, named["is_causal"], scale)
+            target = torch.ops.ember.sdpa_flash_forward.default
+        else:
+
+            def heads_second(t):
+                b, h, n, e = t.shape
+                return (n * h * e, e, h * e, 1)
+
+            if not same_layouts(node, [heads_second(q), heads_second(k), heads_second(v)]):
+                continue
+            args = (named["grad_out"], named["query"], named["key"], named["value"])
+            args += (named["out"], named["logsumexp"], mask, named["is_causal"], scale)
+            target = torch.ops.ember.sdpa_flash_backward.default
+        node.target, node.args, node.kwargs = target, args, {}
+        changed += 1
+    if changed:
+        gm.recompile()
+    return changed
+
+
 def _recompute_tagged(gm: torch.fx.GraphModule) -> int:
     """Nodes of `gm` that come from an activation-checkpointed region."""
     return sum(1 for n in gm.graph.nodes if n.meta.get("recompute") is not None)
@@ -441,6 +520,7 @@ def _compiler(kind, state):
                 )
         _retarget_devices(gm)
         _ember_rng_ops(gm)
+        _ember_attention(gm)
         return EmberGraph(gm, kind)
 
     compile_graph.__name__ = f"ember_{kind}_compiler"

@@ -90,6 +90,49 @@ def test_char_gpt_inference_matches_eager():
     torch.testing.assert_close(got_loss, want_loss)
 
 
+@pytest.mark.parametrize("layout", ["heads_second", "contiguous"])
+@pytest.mark.parametrize("mask", [None, "causal", "float"])
+def test_flash_attention_matches_eager_through_the_lazy_devices_op(layout, mask):
+    """AOTAutograd's CPU trace holds eager's flash attention op; the backend runs it as
+    the lazy device does (ember::sdpa_flash_forward / _backward: no copies of q, k, v
+    into eager's layout) where that op's result layouts are the graph's (both input
+    layouts here), and as the ATen op otherwise. Values and gradients against eager
+    CPU, replays included."""
+    g = torch.Generator().manual_seed(4)
+
+    def make(*shape):
+        if layout == "heads_second":
+            b, h, n, e = shape
+            return torch.randn(b, n, h, e, generator=g).transpose(1, 2)
+        return torch.randn(*shape, generator=g)
+
+    kw = {"is_causal": True} if mask == "causal" else {}
+    if mask == "float":
+        kw["attn_mask"] = torch.randn(6, 6, generator=g)
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, **kw)
+
+    cf = torch.compile(f, backend="ember")
+    for i in range(3):
+        q, k, v = (make(2, 3, 6, 4).requires_grad_(True) for _ in range(3))
+        cot = torch.randn(2, 3, 6, 4, generator=g)
+        want = f(q, k, v)
+        want_grads = torch.autograd.grad(want, (q, k, v), cot)
+        got = cf(q, k, v)
+        got_grads = torch.autograd.grad(got, (q, k, v), cot)
+        torch.testing.assert_close(got, want)
+        for a, b in zip(got_grads, want_grads):
+            torch.testing.assert_close(a, b)
+        # The backward graph's: eager's gradients are heads-second for any input layout.
+        assert "ember::sdpa_flash_backward" in ember.metrics.last_graph()["externs"]
+    with torch.no_grad():
+        q, k, v = (make(2, 3, 6, 4) for _ in range(3))
+        torch.testing.assert_close(cf(q, k, v), f(q, k, v))
+    assert "ember::sdpa_flash_forward" in ember.metrics.last_graph()["externs"]
+    assert ember.dynamo.counters()["replays"] > 0
+
+
 def _train(model, steps, backend, x, y, loss_fn):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
     call, step = model, opt.step
