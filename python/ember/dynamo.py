@@ -19,12 +19,14 @@ state updated in place, BatchNorm's running statistics) stay in the graph
 (``keep_inference_input_mutations``): the backend takes AOTAutograd's trailing
 ``copy_(input, value)`` nodes out, the program returns the new values, and the backend
 writes them into the inputs itself after the run (``_split_input_mutations``). On a
-replay a parameter that covers its whole storage, shared with no other tensor, takes
-the result's buffer instead of a copy (``CapturedProgram.run``; counted in
-``counters()["buffers_moved"]``): the parameter object, its storage and its views stay,
-its data pointer changes and its version counter moves as ``copy_`` would move it.
-Everything else (optimizer state, parameters with views or over NumPy memory) is
-copied, as AOTAutograd's copy-back did (``write_inputs = False`` restores that).
+replay the program writes each new value straight into its input's memory where it
+can, as eager's in-place op does (``CapturedProgram.run`` donates the input: it reaches
+the program as itself and shares its storage with no other input;
+``counters()["written_in_place"]``; the version counter moves as ``copy_`` would move
+it). Otherwise a parameter that covers its whole storage, shared with no other tensor,
+takes the result's buffer (``counters()["buffers_moved"]``: the parameter object, its
+storage and its views stay, its data pointer changes), and anything else is copied, as
+AOTAutograd's copy-back did (``write_inputs = False`` restores that).
 
 Models already on the ember device (``model.to(ember.device())``): Dynamo fakifies
 their tensors like any device's (ember/_fake.py), and a graph whose inputs are ember
