@@ -158,5 +158,42 @@ TEST(CodegenDataMovement, OutputIsAParameterOrConstant) {
   EXPECT_EQ(k->name(), "ember_fused_copy_0");
 }
 
+// The index pairs nll_loss builds for its gather, (iota, target) concatenated: s64[n, 2].
+StatusOr<Graph> IndexPairs(int64_t n) {
+  GraphBuilder b;
+  NodeId t = b.Parameter(0, Shape(DType::kS64, {n}));
+  b.SetOutputs({b.Concatenate({b.Iota(Shape(DType::kS64, {n, 1}), 0), b.Reshape(t, {n, 1})}, 1)});
+  return b.Build();
+}
+
+// A phase forks only with more work than eager's TensorIterator grain (ATen's
+// GRAIN_SIZE, 32768 elements): nll_loss's 32768-element index pairs at 2^14 split into
+// two chunks of 10 us that waited 6-10 ms for the second thread on shared cores
+// (docs/performance.md). at::parallel_for (and ThreadParallelFor) run [b, e) on the
+// caller when e - b <= grain; a larger phase still splits, with the same values.
+TEST(CodegenDataMovement, SmallLoopsRunOnTheCallerLargeOnesSplit) {
+  TempDir dir;
+  std::mt19937_64 rng(13);
+  for (const int64_t n : {int64_t{16384}, int64_t{65536}}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto g = IndexPairs(n);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    std::vector<int64_t> ids(n);
+    for (int64_t& v : ids) v = static_cast<int64_t>(rng() % 1000);
+    const Literal target = Literal::FromInts(Shape(DType::kS64, {n}), ids);
+    int forks = 0, launches = 0;
+    const ParallelFor threads = ThreadParallelFor(2);
+    const ParallelFor recording = [&](int64_t begin, int64_t end, int64_t grain,
+                                      const std::function<void(int64_t, int64_t)>& body) {
+      ++launches;
+      if (end - begin > grain) ++forks;
+      threads(begin, end, grain, body);
+    };
+    ASSERT_TRUE(ExpectMatchesInterpreter(*g, {target}, FastOptions(dir.path()), recording));
+    EXPECT_EQ(launches, 1);
+    EXPECT_EQ(forks, n * 2 > 32768 ? 1 : 0);
+  }
+}
+
 }  // namespace
 }  // namespace ember::codegen

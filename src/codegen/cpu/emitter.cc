@@ -24,8 +24,6 @@
 namespace ember::codegen {
 namespace {
 
-// Elements of work one parallel chunk should at least hold.
-constexpr int64_t kGrainWork = 1 << 14;
 // Reduction lanes (vector accumulators) and lane blocks per pairwise chunk.
 constexpr int kLanes32 = 16;
 constexpr int kLanes64 = 8;

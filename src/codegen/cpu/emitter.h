@@ -15,11 +15,22 @@
 //   -1 when a temporary buffer cannot be allocated.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "ember/codegen/cpu.h"
 
 namespace ember::codegen {
+
+// Element-operations one parallel chunk holds at least (a phase's `grain` is this over
+// the work of one item: its elements, a row's K per pass, a reduce's inputs per output).
+// ATen's at::internal::GRAIN_SIZE, the size below which eager's TensorIterator runs an
+// op on one thread: at::parallel_for forks only when count > grain, so a phase of at
+// most this much work runs on the calling thread, as eager's op of that size does.
+// Forking costs the team's wake-up and, on shared cores, a run-queue wait of the other
+// thread at the join (docs/performance.md, "A tiny kernel's 7 ms"): 2^14 split the
+// 32768-element index concat of nll_loss into two 10 us chunks that waited 6-10 ms.
+constexpr int64_t kGrainWork = int64_t{1} << 15;
 
 // EmitKernelSource through the string emitter (EMBER_CODEGEN_LOOP_IR=0).
 StatusOr<KernelSource> EmitKernelSourceLegacy(const Graph& g, int kernel_index, bool vector_math);

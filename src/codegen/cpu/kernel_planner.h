@@ -43,9 +43,6 @@ class KernelPlanner {
   // The kernel's loop IR (the graph must pass CheckKernelSupported).
   LKernel Plan();
 
-  // Elements of work one parallel chunk should at least hold.
-  static constexpr int64_t kGrainWork = 1 << 14;
-
  private:
   struct Phase {
     NodeId node;
