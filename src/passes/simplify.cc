@@ -526,33 +526,6 @@ NodeId ElementwiseOfUnitReshape(const Node& n, Rewriter& rw) {
   return b.Reshape(e, dims);
 }
 
-// elementwise(broadcast-in-dim(s1, {}), ..., broadcast-in-dim(sk, {})) =>
-// broadcast-in-dim(elementwise(s1, ..., sk), {}) when every operand is a broadcast of
-// a scalar (XLA's algebraic simplifier sinks broadcasts the same way): every element
-// is the same function of the same scalars, so it is computed once, on the scalars,
-// with the same bits. An optimizer's per-step scalars (a learning rate, a bias
-// correction, foreach's ScalarList entries, lerp's weight test) then stay scalars, and
-// their broadcast is read-free data movement that each consumer fusion duplicates
-// (fusion_cost.h) instead of a [64, 64] array written once and read by every
-// parameter's update.
-NodeId ElementwiseOfScalarBroadcasts(const Node& n, Rewriter& rw) {
-  if (!IsElementwise(n.op) || n.shape.is_tuple() || n.shape.rank() == 0 || n.operands.empty()) {
-    return kNoMatch;
-  }
-  std::vector<NodeId> scalars;
-  for (size_t i = 0; i < n.operands.size(); ++i) {
-    const Node& o = InNode(n, rw, static_cast<int>(i));
-    if (o.op != OpKind::kBroadcastInDim || o.shape.dims() != n.shape.dims()) return kNoMatch;
-    const Node& s = rw.NewNode(o.operands[0]);
-    if (s.shape.is_tuple() || s.shape.rank() != 0) return kNoMatch;
-    scalars.push_back(o.operands[0]);
-  }
-  GraphBuilder& b = rw.builder();
-  const NodeId e = b.AddNode(n.op, std::move(scalars), n.attrs, Shape(n.shape.dtype(), {}),
-                             n.literal, n.metadata, n.called);
-  return b.BroadcastInDim(e, n.shape.dims(), {});
-}
-
 // dot-general(transpose(a, p), b) => dot-general(a, b) with the lhs batch
 // and contracting dims mapped through p (likewise for the rhs), when p keeps
 // the free dims in order (the result lists free dims in operand order, so
@@ -710,7 +683,6 @@ const std::vector<Rule>& Rules() {
       {"broadcast-broadcast", BroadcastBroadcast},
       {"broadcast-of-unit-reshape", BroadcastOfUnitReshape},
       {"elementwise-of-unit-reshape", ElementwiseOfUnitReshape},
-      {"elementwise-of-scalar-broadcasts", ElementwiseOfScalarBroadcasts},
       {"dot-of-transpose", DotOfTranspose},
       {"slice-full", SliceFull},
       {"concat-single", ConcatSingle},

@@ -751,53 +751,6 @@ graph main(%p0: f32[128]) {
 })");
 }
 
-// An optimizer's scalar arithmetic (lerp's weight test, a bias correction) on
-// broadcast scalars: computed on the scalars, broadcast once at the end.
-TEST(Simplify, ElementwiseOfScalarBroadcasts) {
-  ExpectSimplifies(R"(
-graph main(%p0: f64[], %p1: f32[]) {
-  %w = f64[] parameter(0)
-  %lr = f32[] parameter(1)
-  %bw = f64[64,64] broadcast-in-dim(%w), dimensions={}
-  %c = f32[64,64] convert(%bw)
-  %blr = f32[64,64] broadcast-in-dim(%lr), dimensions={}
-  %m = f32[64,64] multiply(%c, %blr)
-  ROOT (%m)
-})",
-                   R"(
-graph main(%p0: f64[], %p1: f32[]) {
-  %w = f64[] parameter(0)
-  %lr = f32[] parameter(1)
-  %c = f32[] convert(%w)
-  %m = f32[] multiply(%c, %lr)
-  %b = f32[64,64] broadcast-in-dim(%m), dimensions={}
-  ROOT (%b)
-})",
-                   "elementwise-of-scalar-broadcasts");
-}
-
-// One operand that is not a broadcast of a scalar (a parameter, a row broadcast):
-// left alone.
-TEST(Simplify, ElementwiseOfOtherBroadcastsIsKept) {
-  ExpectNotSimplified(R"(
-graph main(%p0: f32[], %p1: f32[64,64]) {
-  %s = f32[] parameter(0)
-  %x = f32[64,64] parameter(1)
-  %b = f32[64,64] broadcast-in-dim(%s), dimensions={}
-  %m = f32[64,64] multiply(%b, %x)
-  ROOT (%m)
-})");
-  ExpectNotSimplified(R"(
-graph main(%p0: f32[64], %p1: f32[]) {
-  %r = f32[64] parameter(0)
-  %s = f32[] parameter(1)
-  %br = f32[64,64] broadcast-in-dim(%r), dimensions={0}
-  %bs = f32[64,64] broadcast-in-dim(%s), dimensions={}
-  %m = f32[64,64] add(%br, %bs)
-  ROOT (%m)
-})");
-}
-
 // The transposed operand of a matmul (the weight gradient's x^T * dy) is
 // read through the dot's dims instead of being materialized.
 TEST(Simplify, DotOfTranspose) {
