@@ -25,8 +25,7 @@ std::string DebugDir() {
   return std::string(d);
 }
 
-void WriteDebugFile(const std::string& name, const std::string& text) {
-  const std::string dir = DebugDir();
+void WriteDebugFile(const std::string& dir, const std::string& name, const std::string& text) {
   if (dir.empty()) return;
   const std::string final_path = dir + "/" + name;
   static std::atomic<uint64_t> counter{0};

@@ -13,9 +13,10 @@ namespace ember {
 // "runtime" topic of EMBER_LOG). The variable is read on every call (tests set it).
 std::string DebugDir();
 
-// Writes `text` to DebugDir()/`name` atomically (a temporary file in the same folder,
-// then a rename: a reader never sees a partial dump). Does nothing without a DebugDir;
-// a failed write is logged under "runtime" and leaves no file behind.
-void WriteDebugFile(const std::string& name, const std::string& text);
+// Writes `text` to `dir`/`name` atomically (a temporary file in the same folder, then a
+// rename: a reader never sees a partial dump); `dir` is what DebugDir() returned, and
+// nothing is written when it is empty. A failed write is logged under "runtime" and
+// leaves no file behind.
+void WriteDebugFile(const std::string& dir, const std::string& name, const std::string& text);
 
 }  // namespace ember

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -85,6 +86,18 @@ struct LiteralCache {
   int64_t bytes = 0;
   uint64_t next_stamp = 0;
 
+  // Removes and returns the most recently released block of `size` bytes, if any.
+  std::optional<AlignedBytes> TakeNewest(int64_t size) {
+    auto q = by_size.find(size);
+    if (q == by_size.end()) return std::nullopt;
+    Block block = std::move(q->second.back());
+    q->second.pop_back();
+    if (q->second.empty()) by_size.erase(q);
+    by_age.erase(block.stamp);
+    bytes -= size;
+    return std::move(block.bytes);
+  }
+
   // Removes and returns the least recently released block (the cache is not empty).
   Block TakeOldest() {
     auto oldest = by_age.begin();
@@ -136,15 +149,9 @@ BufferRef Buffer::Uninitialized(const Shape& shape) {
   if (b >= kMinCachedBytes) {
     LiteralCache& c = Cache();
     std::unique_lock<std::mutex> lock(c.mu);
-    auto it = c.by_size.find(b);
-    if (it != c.by_size.end()) {
-      LiteralCache::Block block = std::move(it->second.back());  // the most recent
-      it->second.pop_back();
-      if (it->second.empty()) c.by_size.erase(it);
-      c.by_age.erase(block.stamp);
-      c.bytes -= b;
+    if (std::optional<AlignedBytes> block = c.TakeNewest(b)) {
       lock.unlock();
-      BufferRef r(new Buffer(Literal::Adopt(shape, std::move(block.bytes))));
+      BufferRef r(new Buffer(Literal::Adopt(shape, std::move(*block))));
       r->recyclable_ = true;
       return r;
     }

@@ -384,7 +384,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   std::string debug_hash;
   if (!debug_dir.empty()) {
     debug_hash = HashGraph(given).ToString();
-    WriteDebugFile(debug_hash + ".before.ir", DebugIrText(given));
+    WriteDebugFile(debug_dir, debug_hash + ".before.ir", DebugIrText(given));
   }
   Graph optimized;
   const Graph* gp = &given;
@@ -410,7 +410,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     EMBER_RETURN_IF_ERROR(passes::BarrierExpansionPass().Run(optimized).status());
   }
   const Graph& g = *gp;
-  if (!debug_dir.empty()) WriteDebugFile(debug_hash + ".after.ir", DebugIrText(g));
+  if (!debug_dir.empty()) WriteDebugFile(debug_dir, debug_hash + ".after.ir", DebugIrText(g));
   const bool cpu = options.backend == Backend::kCpu;
   const int n = g.num_nodes();
   const int num_params = static_cast<int>(g.parameters().size());
@@ -664,7 +664,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
         }
       }
       if (!debug_dir.empty()) {
-        WriteDebugFile(internal::StrCat(debug_hash, ".", st.compiled->name(), ".cc"),
+        WriteDebugFile(debug_dir, internal::StrCat(debug_hash, ".", st.compiled->name(), ".cc"),
                        st.compiled->source());
       }
     }

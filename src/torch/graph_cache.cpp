@@ -27,10 +27,11 @@ namespace {
 std::mutex g_cache_mu;
 std::unordered_map<uint64_t, std::vector<std::shared_ptr<CompiledGraph>>> g_cache;
 void dump_graph(const LazyGraph& g) {
-  if (ember::DebugDir().empty()) return;
+  const std::string dir = ember::DebugDir();
+  if (dir.empty()) return;
   std::ostringstream name;
   name << "graph_" << std::hex << g.hash << ".lazy.txt";
-  ember::WriteDebugFile(name.str(),
+  ember::WriteDebugFile(dir, name.str(),
                         std::string("# ember ") + ember::Version() + "\n" + graph_text(g));
 }
 
