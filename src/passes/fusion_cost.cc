@@ -53,6 +53,17 @@ FusionDecision ShouldDuplicate(const Node& p, const DuplicationFacts& f) {
        << ", more than the duplication bound " << kMaxDuplicateUsers;
     return FusionDecision::No(os.str());
   }
+  const double out_bytes = static_cast<double>(p.shape.is_tuple() ? 0 : p.shape.byte_size());
+  if (cheap && f.is_output && f.read_bytes > out_bytes) {
+    // A graph output is written whatever fuses it, so a copy saves no write: it only
+    // makes the consumer read the copy's operands instead of the result. A narrowing
+    // convert's copy reads its wider operand, and keeps that operand materialized where
+    // the output's own fusion would compute it in registers (an optimizer's f32 state
+    // computed in f64: its update wrote and read the f64 value besides the f32 one).
+    os << Label(p) << " " << users << "; a copy would read " << f.read_bytes
+       << " bytes, more than the result it is (" << out_bytes << ")";
+    return FusionDecision::No(os.str());
+  }
   if (cheap) return FusionDecision::Yes();
   if (!f.into_reduction) {
     os << "arithmetic producer " << Label(p) << " " << users
@@ -76,7 +87,6 @@ FusionDecision ShouldDuplicate(const Node& p, const DuplicationFacts& f) {
        << f.evaluations_per_element << " times per element";
     return FusionDecision::No(os.str());
   }
-  const double out_bytes = static_cast<double>(p.shape.is_tuple() ? 0 : p.shape.byte_size());
   if ((f.num_users - 1) * f.read_bytes > (f.num_users + 1) * out_bytes) {
     os << "arithmetic producer " << Label(p) << " " << users << "; its copies would read "
        << (f.num_users * f.read_bytes) << " bytes, more than materializing it moves ("
