@@ -54,14 +54,16 @@ FusionDecision ShouldDuplicate(const Node& p, const DuplicationFacts& f) {
     return FusionDecision::No(os.str());
   }
   const double out_bytes = static_cast<double>(p.shape.is_tuple() ? 0 : p.shape.byte_size());
-  if (cheap && f.is_output && f.read_bytes > out_bytes) {
-    // A graph output is written whatever fuses it, so a copy saves no write: it only
-    // makes the consumer read the copy's operands instead of the result. A narrowing
-    // convert's copy reads its wider operand, and keeps that operand materialized where
-    // the output's own fusion would compute it in registers (an optimizer's f32 state
-    // computed in f64: its update wrote and read the f64 value besides the f32 one).
+  if (cheap && f.read_bytes > out_bytes && (f.is_output || f.private_operand != kInvalidNode)) {
+    // A copy reads the producer's operands instead of its result: more bytes for a
+    // narrowing convert. It saves no write when the result is a graph output (written
+    // whatever fuses it), and it makes an operand only the producer reads a fusion input,
+    // written at its width, where the producer's own fusion computes it in registers: an
+    // f32 value computed in f64 (an optimizer's state, a residual add) was written and
+    // read as f64 by every reader.
     os << Label(p) << " " << users << "; a copy would read " << f.read_bytes
        << " bytes, more than the result it is (" << out_bytes << ")";
+    if (!f.is_output) os << ", and %" << f.private_operand << " would be written";
     return FusionDecision::No(os.str());
   }
   if (cheap) return FusionDecision::Yes();

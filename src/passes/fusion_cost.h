@@ -76,6 +76,10 @@ struct DuplicationFacts {
   double evaluations_per_element = 1;
   // The fusion that would hold the copy contains a reduction.
   bool into_reduction = false;
+  // An operand of the producer that is computed by a fusible node, read by the producer
+  // alone and no graph output, or kInvalidNode: the producer's own fusion computes it in
+  // registers, but a copy elsewhere makes it a fusion input, written to memory.
+  NodeId private_operand = kInvalidNode;
 };
 
 // Whether `producer` may be recomputed inside a consumer fusion (duplicated):

@@ -963,8 +963,10 @@ TEST(FusionTest, ScalarBroadcastsAreDuplicatedBeyondTheBound) {
 // is a graph output that the parameter update reads again. The output's convert is not
 // duplicated into that reader: a copy would read the f64 sum, which would then be written
 // by a fusion of its own beside the f32 result (and converted by a third kernel). The sum
-// stays inside the output's fusion and the reader reads the f32 result.
-TEST(FusionTest, ANarrowingConvertThatIsAGraphOutputIsReadNotDuplicated) {
+// stays inside the output's fusion and the reader reads the f32 result. The same holds
+// for a convert that is no output but has several readers (a residual add computed in
+// f64, read by the next layer norm and the next residual add).
+TEST(FusionTest, ANarrowingConvertIsReadNotRecomputedFromItsWiderOperand) {
   ExpectFusion(R"(graph g(%p0: f32[8], %p1: f32[8], %p2: f32[8]) {
   %0 = f32[8] parameter(0)
   %1 = f32[8] parameter(1)
@@ -1009,6 +1011,61 @@ graph fused_sqrt_div_1(%p0: f32[8], %p1: f32[8]) {
 )",
                {"refuse %7 -> %8: convert %7 is a graph output (and has 1 user); a copy would "
                 "read 64 bytes, more than the result it is (32)"});
+  ExpectFusion(R"(graph g(%p0: f32[8], %p1: f32[8], %p2: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] parameter(2)
+  %3 = f64[8] convert(%0)
+  %4 = f64[8] convert(%1)
+  %5 = f64[8] multiply(%3, %4)
+  %6 = f64[8] add(%5, %3)
+  %7 = f32[8] convert(%6)
+  %8 = f32[8] sqrt(%7)
+  %9 = f32[8] divide(%2, %8)
+  %10 = f32[8] multiply(%7, %2)
+  ROOT (%9, %10)
+}
+)",
+               R"(graph g(%p0: f32[8], %p1: f32[8], %p2: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] parameter(2)
+  %3 = f32[8] fusion(%0, %1), calls=fused_cvt_mul_add_0, kind=loop
+  %4 = f32[8] fusion(%3, %2), calls=fused_sqrt_div_1, kind=loop
+  %5 = f32[8] fusion(%3, %2), calls=fused_mul_2, kind=loop
+  ROOT (%4, %5)
+}
+
+graph fused_cvt_mul_add_0(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f64[8] convert(%0)
+  %3 = f64[8] convert(%1)
+  %4 = f64[8] multiply(%2, %3)
+  %5 = f64[8] add(%4, %2)
+  %6 = f32[8] convert(%5)
+  ROOT (%6)
+}
+
+graph fused_sqrt_div_1(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] sqrt(%0)
+  %3 = f32[8] divide(%1, %2)
+  ROOT (%3)
+}
+
+graph fused_mul_2(%p0: f32[8], %p1: f32[8]) {
+  %0 = f32[8] parameter(0)
+  %1 = f32[8] parameter(1)
+  %2 = f32[8] multiply(%0, %1)
+  ROOT (%2)
+}
+)",
+               {"refuse %7 -> %10: convert %7 has 2 users; a copy would read 64 bytes, more than "
+                "the result it is (32), and %6 would be written",
+                "refuse %7 -> %8: convert %7 has 2 users; a copy would read 64 bytes, more than "
+                "the result it is (32), and %6 would be written"});
 }
 
 // LayerNorm backward's x_hat = (x - mean) * rstd is read by the row kernel of
