@@ -20,11 +20,14 @@ namespace {
 // Scalar libm in kernels (CodegenOptions::vector_math off): these tests
 // check buffer planning bit for bit against the interpreter; vector math's
 // accuracy is codegen_vector_math_test's and the fuzzers'.
+// Each fusion is a kernel step of its own (no horizontal fusion), so the steps are the
+// graphs' fusions as written.
 CompileOptions CpuOptions() {
   CompileOptions o;
   o.backend = Backend::kCpu;
   o.codegen.fast = true;
   o.codegen.vector_math = false;
+  o.merge_fusions = false;
   return o;
 }
 

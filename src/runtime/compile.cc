@@ -29,6 +29,7 @@
 #include <map>
 #include <set>
 
+#include "ember/codegen/cpu.h"
 #include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 #include "ember/ir/hash.h"
@@ -73,11 +74,10 @@ bool CodegenSupported(const Graph& g, const Node& n) {
 
 // Whether kernel body `body` may write output `j` over parameter `p`'s buffer:
 // p has output j's shape and every path from p goes through elementwise ops
-// of that shape and ends at output j alone (no other output, no data
-// movement, no reduce). The kernel's loops then read element i of p only
-// where they compute element i of output j, before storing it, and no other
-// loop of the kernel (a merged kernel runs one loop per output, in turn)
-// reads p at all.
+// of that shape and ends at outputs that the kernel computes in output j's loop
+// (codegen::OutputLoops: one iteration computes element i of all of them), no data
+// movement, no reduce. The kernel then reads element i of p only in the iteration that
+// computes element i of output j, before storing it, and no other loop reads p at all.
 bool ElementwiseIntoOutput(const Graph& body, int p, int j) {
   if (p >= static_cast<int>(body.parameters().size()) ||
       j >= static_cast<int>(body.outputs().size())) {
@@ -90,7 +90,13 @@ bool ElementwiseIntoOutput(const Graph& body, int p, int j) {
   for (size_t k = 0; k < body.outputs().size(); ++k) {
     if (static_cast<int>(k) != j && body.outputs()[k] == out_node) return false;
   }
-  std::set<NodeId> outputs(body.outputs().begin(), body.outputs().end());
+  const std::vector<int> loop_of = codegen::OutputLoops(body);
+  std::set<NodeId> outputs, in_loop;
+  for (size_t k = 0; k < body.outputs().size(); ++k) {
+    outputs.insert(body.outputs()[k]);
+    if (loop_of[k] >= 0 && loop_of[k] == loop_of[j]) in_loop.insert(body.outputs()[k]);
+  }
+  in_loop.insert(out_node);
   auto users = body.ComputeUsers();
   std::vector<NodeId> work = {pid};
   std::set<NodeId> seen;
@@ -98,7 +104,7 @@ bool ElementwiseIntoOutput(const Graph& body, int p, int j) {
     NodeId id = work.back();
     work.pop_back();
     if (!seen.insert(id).second) continue;
-    if (id != out_node && outputs.count(id)) return false;  // p reaches another output
+    if (outputs.count(id) && !in_loop.count(id)) return false;  // p reaches another loop
     for (NodeId u : users[id]) {
       const Node& un = body.node(u);
       if (!IsElementwise(un.op) || un.shape.dims() != out.dims()) return false;
@@ -140,6 +146,59 @@ bool Mergeable(const Node& n) {
   if (n.op != OpKind::kFusion || !n.called || n.called->outputs().size() != 1) return false;
   const auto kind = attr::Kind.Find(n.attrs);
   return kind == FusionKind::kLoop || kind == FusionKind::kInput;
+}
+
+// Whether `body` reads parameter `p` only at the linear index of the output element it
+// computes: every path from p to the output goes through elementwise ops and reshapes
+// (row-major: a reshape keeps each element's linear index), and p has as many elements.
+bool ReadsParameterAtOutputIndex(const Graph& body, int p) {
+  if (body.outputs().size() != 1 || p >= static_cast<int>(body.parameters().size())) return false;
+  const NodeId out = body.outputs()[0];
+  const NodeId pid = body.parameters()[p];
+  const Shape& ps = body.node(pid).shape;
+  if (ps.is_tuple() || body.node(out).shape.is_tuple() ||
+      ps.num_elements() != body.node(out).shape.num_elements()) {
+    return false;
+  }
+  auto users = body.ComputeUsers();
+  std::vector<NodeId> work = {pid};
+  std::set<NodeId> seen;
+  while (!work.empty()) {
+    const NodeId id = work.back();
+    work.pop_back();
+    if (!seen.insert(id).second) continue;
+    for (NodeId u : users[id]) {
+      const Node& un = body.node(u);
+      if (un.shape.is_tuple() || un.shape.num_elements() != ps.num_elements() ||
+          !(IsElementwise(un.op) || un.op == OpKind::kReshape)) {
+        return false;
+      }
+      work.push_back(u);
+    }
+  }
+  return true;
+}
+
+// Whether loop fusion `c` reads loop fusion `p`'s result only at the element it computes
+// (ReadsParameterAtOutputIndex for each of c's operands that is p), both of shapes one
+// loop computes (codegen::OneLoopShapes). Merged into one kernel, c then reads p's value
+// where the kernel's loop computes it (docs/codegen.md "Loop fusion": such outputs share
+// one loop), instead of from memory in a later loop.
+bool ReadsAtItsIndex(const Graph& g, NodeId c, NodeId p) {
+  const Node& cn = g.node(c);
+  const Node& pn = g.node(p);
+  if (!Mergeable(cn) || !Mergeable(pn) || attr::Kind.Find(cn.attrs) != FusionKind::kLoop ||
+      attr::Kind.Find(pn.attrs) != FusionKind::kLoop ||
+      !codegen::OneLoopShapes(cn.shape, pn.shape)) {
+    return false;
+  }
+  bool any = false;
+  for (size_t i = 0; i < cn.operands.size(); ++i) {
+    if (cn.operands[i] != p) continue;
+    if (!ReadsParameterAtOutputIndex(*cn.called, static_cast<int>(i))) return false;
+    any = true;
+  }
+  return any;
 }
 
 // Scatter prologues: a loop fusion whose one reader is a scatter in a kernel
@@ -236,13 +295,16 @@ std::vector<Group> MergeFusionGroups(const Graph& g, std::vector<Group> groups,
     levels.clear();
     level_of.clear();
   };
-  // 1 + the highest pending level `grp` reads; 0 if it reads none.
+  // The level `grp` joins: above every pending set it reads, or in the set of a pending
+  // loop fusion it reads at the same element index (ReadsAtItsIndex); 0 if it reads none.
   auto level_after = [&](const Group& grp) {
     int level = 0;
     for (NodeId id : grp.nodes)
       for (NodeId op : g.node(id).operands) {
         auto it = level_of.find(op);
-        if (it != level_of.end()) level = std::max(level, it->second + 1);
+        if (it == level_of.end()) continue;
+        const bool same_loop = grp.kind == GroupKind::kFusion && ReadsAtItsIndex(g, id, op);
+        level = std::max(level, it->second + (same_loop ? 0 : 1));
       }
     return level;
   };

@@ -101,6 +101,22 @@ struct KernelSource {
 // by get-tuple-element) and complex dtypes are refused by EmitKernelSource.
 bool CodegenSupportsOp(OpKind op);
 
+// Whether values of shapes `a` and `b` may be computed by one elementwise loop, element
+// i of both in one iteration: equal dims, or as many elements and the same innermost dim
+// (a reshape of the outer dims, [4096,512] and [32,128,512]: the same row-major element
+// at each linear index, and the same rows for a row loop).
+bool OneLoopShapes(const Shape& a, const Shape& b);
+
+// The elementwise loop each output of kernel graph `g` is computed in (docs/codegen.md
+// "Loop fusion"): outputs with one id >= 0 share one loop, which computes each element
+// of all of them in one iteration (a value several of them read, once); -1 for an output
+// that a reduce or scatter phase writes. An output joins the first loop whose first
+// output's shape it shares (OneLoopShapes), that has room (at most 8 outputs) and where
+// it would not put a sine and a cosine together (GCC makes the pair one sincos call and
+// then vectorizes none of the loop). A row kernel computes its row-shaped outputs in one
+// pass whatever the ids say.
+std::vector<int> OutputLoops(const Graph& g);
+
 // Checks that every node of `g` is supported (Unimplemented naming the
 // first one that is not) and emits the kernel's source (`vector_math`: as
 // CodegenOptions::vector_math).

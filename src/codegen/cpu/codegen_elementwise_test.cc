@@ -277,6 +277,48 @@ TEST(CodegenElementwise, FusedChainNeedsNoBuffersAndRunsInParallel) {
   ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()), ThreadParallelFor(4));
 }
 
+// Outputs of one shape share one loop (OutputLoops): an optimizer update's new moment
+// m = m*b + g and the parameter w - m*lr read from it are stored by one iteration, m
+// computed once, and so is a reshape of m*m to [4,16,48] (the same rows); a transpose
+// to [48,64], and a sine and a cosine of one value, get loops of their own. Bit for bit against the
+// interpreter, in rows (the [64,48] transpose) and flat, serially and on threads.
+TEST(CodegenElementwise, OutputsOfOneShapeShareOneLoop) {
+  TempDir dir;
+  std::mt19937_64 rng(9);
+  Shape s(DType::kF32, {64, 48});
+  GraphBuilder b;
+  NodeId w = b.Parameter(0, s);
+  NodeId m = b.Parameter(1, s);
+  NodeId gr = b.Parameter(2, s);
+  auto splat = [&](double v) {
+    return b.BroadcastInDim(b.ConstantScalar(DType::kF32, v), {64, 48}, {});
+  };
+  NodeId m_new = b.Add(b.Multiply(m, splat(0.9)), gr);
+  NodeId w_new = b.Subtract(w, b.Multiply(m_new, splat(0.01)));
+  NodeId t = b.Transpose(b.Exp(m_new), {1, 0});  // [48,64]: a loop of its own
+  NodeId sn = b.Unary(OpKind::kSin, w);
+  NodeId cs = b.Unary(OpKind::kCos, w);
+  NodeId r = b.Reshape(b.Multiply(m_new, m_new), {4, 16, 48});  // same rows: loop 0
+  // A transposed read makes loop 0 a loop over rows (the reshape: by its linear index).
+  const Shape xt(DType::kF32, {48, 64});
+  NodeId u = b.Add(m_new, b.Transpose(b.Parameter(3, xt), {1, 0}));
+  b.SetOutputs({m_new, t, w_new, sn, cs, r, u});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(OutputLoops(*g), (std::vector<int>{0, 1, 0, 0, 2, 0, 0}));
+  std::vector<Literal> args = {RandomLiteral(s, rng), RandomLiteral(s, rng), RandomLiteral(s, rng),
+                               RandomLiteral(xt, rng)};
+  auto k = ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()));
+  ASSERT_NE(k, nullptr);
+  const std::string& src = k->source();
+  EXPECT_NE(src.find("c->out[0]+c->out[2]+c->out[3]+c->out[5]+c->out[6] ("), std::string::npos)
+      << src;
+  EXPECT_NE(src.find("for (int64_t row ="), std::string::npos) << src;
+  EXPECT_NE(src.find("-> c->out[1] ("), std::string::npos) << src;
+  EXPECT_NE(src.find("-> c->out[4] ("), std::string::npos) << src;
+  ExpectMatchesInterpreter(*g, args, FastOptions(dir.path()), ThreadParallelFor(3));
+}
+
 TEST(CodegenElementwise, TooDeepKernelIsUnimplementedNotACrash) {
   GraphBuilder b;
   NodeId x = b.Parameter(0, Shape(DType::kF32, {4}));

@@ -258,8 +258,21 @@ void KernelPlanner::PlanPhases() {
     partials(&ph);
     phases_.push_back(ph);
   }
+  // Outputs of one loop (OutputLoops) are one phase: the first is its node, the others
+  // its siblings, each element of all of them computed in one iteration.
+  const std::vector<int> loop_of = OutputLoops(g_);
+  std::map<int, size_t> phase_of_loop;
   for (size_t j = 0; j < outs.size(); ++j) {
     if (written_outputs_.count(static_cast<int>(j))) continue;
+    auto joined = loop_of[j] >= 0 ? phase_of_loop.find(loop_of[j]) : phase_of_loop.end();
+    if (joined != phase_of_loop.end()) {
+      Phase& p = phases_[joined->second];
+      p.siblings.push_back(outs[j]);
+      p.sibling_dests.push_back(OutputBuffer(static_cast<int>(j), "out" + std::to_string(j)));
+      p.dest_text += "+c->out[" + std::to_string(j) + "]";
+      continue;
+    }
+    if (loop_of[j] >= 0) phase_of_loop[loop_of[j]] = phases_.size();
     Phase ph;
     ph.node = outs[j];
     ph.dest = OutputBuffer(static_cast<int>(j), "out");

@@ -58,7 +58,8 @@ class KernelPlanner {
     int64_t parts = 0;
     int part_level = 0;
     std::vector<int> partials;
-    // Column reduces computed in the same pass (ColumnSiblings) and their buffers.
+    // Values computed in the same pass and their buffers: column reduces (ColumnSiblings),
+    // or outputs of the node's dims in an elementwise phase (LoopSiblings).
     std::vector<NodeId> siblings;
     std::vector<int> sibling_dests;
     // A reduce split at its last kept dim (InnerSplit): the reduced dims
@@ -90,6 +91,8 @@ class KernelPlanner {
   void SimdFlags(LFunction* f, int stmt, const ElementBuilder& e);
 
   // plan_loop.cc
+  // The nodes a loop phase stores: its node, then its siblings.
+  static std::vector<NodeId> LoopRoots(const Phase& ph);
   void LoopPhase(Phase* ph, LFunction* f);
   // Builds one loop over the phase into `b`: flat (row_len == 0) or by rows
   // of row_len elements (a divisor of the innermost dim). `used_digits`: an

@@ -1,4 +1,6 @@
-// Elementwise phases (kernel_planner.h): a flat simd loop over the elements
+// Elementwise phases (kernel_planner.h): one loop computes the phase's output and
+// its siblings, the other outputs of its dims (each element's values memoized across
+// them, so a value two outputs read is computed once): a flat simd loop over the elements
 // when every index it reads is affine in the element number or the rows would be
 // shorter than kMinRowLength (the digits of the element number are then
 // computed per element), else a loop
@@ -19,6 +21,65 @@
 
 namespace ember::codegen {
 
+namespace {
+// Outputs one elementwise loop computes at most (OutputLoops): each is a stream of
+// stores, and the loop's values live in vector registers across them.
+constexpr int kMaxLoopOutputs = 8;
+}  // namespace
+
+bool OneLoopShapes(const Shape& a, const Shape& b) {
+  if (a.is_tuple() || b.is_tuple()) return false;
+  if (a.dims() == b.dims()) return true;
+  return a.rank() > 0 && b.rank() > 0 && a.num_elements() == b.num_elements() &&
+         a.dim(a.rank() - 1) == b.dim(b.rank() - 1);
+}
+
+std::vector<int> OutputLoops(const Graph& g) {
+  // Bit 1: the value reads a sine, bit 2: a cosine.
+  std::vector<int> trig(static_cast<size_t>(g.num_nodes()), 0);
+  for (const Node& x : g.nodes()) {
+    int m = x.op == OpKind::kSin ? 1 : x.op == OpKind::kCos ? 2 : 0;
+    for (NodeId o : x.operands) m |= trig[o];
+    trig[x.id] = m;
+  }
+  struct Loop {
+    Shape shape;  // its first output's
+    int outputs = 0;
+    int trig = 0;
+  };
+  std::vector<Loop> loops;
+  std::vector<int> of;
+  for (NodeId o : g.outputs()) {
+    const Node& n = g.node(o);
+    if (n.op == OpKind::kReduce || n.op == OpKind::kScatter || n.shape.is_tuple() ||
+        n.shape.num_elements() == 0) {
+      of.push_back(-1);
+      continue;
+    }
+    int id = -1;
+    for (size_t l = 0; l < loops.size() && id < 0; ++l) {
+      if (OneLoopShapes(loops[l].shape, n.shape) && loops[l].outputs < kMaxLoopOutputs &&
+          (loops[l].trig | trig[o]) != 3) {
+        id = static_cast<int>(l);
+      }
+    }
+    if (id < 0) {
+      id = static_cast<int>(loops.size());
+      loops.push_back({n.shape, 0, 0});
+    }
+    loops[id].outputs++;
+    loops[id].trig |= trig[o];
+    of.push_back(id);
+  }
+  return of;
+}
+
+std::vector<NodeId> KernelPlanner::LoopRoots(const Phase& ph) {
+  std::vector<NodeId> roots = {ph.node};
+  roots.insert(roots.end(), ph.siblings.begin(), ph.siblings.end());
+  return roots;
+}
+
 void KernelPlanner::LoopPhase(Phase* ph, LFunction* f) {
   const Node& n = g_.node(ph->node);
   // The flat loop, tried on a detached block: kept unless an index would
@@ -35,7 +96,14 @@ void KernelPlanner::LoopPhase(Phase* ph, LFunction* f) {
   }
   LBuilder b(f, &var_counter_);
   bool unused;
-  const std::vector<F32MulAdd> mas = FindF32MulAdds(g_, ph->node);
+  std::vector<F32MulAdd> mas;
+  for (NodeId root : LoopRoots(*ph)) {
+    for (const F32MulAdd& m : FindF32MulAdds(g_, root)) {
+      if (std::none_of(mas.begin(), mas.end(),
+                       [&](const F32MulAdd& x) { return x.root == m.root; }))
+        mas.push_back(m);
+    }
+  }
   if (mas.empty()) {
     LoopNest(*ph, &b, row_len, &unused);
     return;
@@ -93,7 +161,11 @@ void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool
     const int loop = b->current();
     ElementBuilder e(ctx_, b);
     const LValue v = e.Value(ph.node, ElemIndex::Linear(i));
+    std::vector<LValue> sv;
+    for (NodeId s : ph.siblings) sv.push_back(e.Value(s, ElemIndex::Linear(i)));
     b->Store(ph.dest, i, t, v);
+    for (size_t k = 0; k < sv.size(); ++k)
+      b->Store(ph.sibling_dests[k], i, g_.node(ph.siblings[k]).shape.dtype(), sv[k]);
     SimdFlags(f, loop, e);
     UseSites(e);
     *used_digits = e.used_digits();
@@ -125,7 +197,7 @@ void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool
     ix = Delinearize(row, dims);
   }
   ctx_.scalars.clear();
-  HoistRowInvariants({ph.node}, n.shape.dims(),
+  HoistRowInvariants(LoopRoots(ph), n.shape.dims(),
                      std::vector<IndexExpr>(ix.begin(), ix.begin() + (r - 1)), b);
   const IndexExpr j = b->For("j", j0, j1, 0, len - 1, 1, /*simd=*/true);
   const int loop = b->current();
@@ -140,7 +212,14 @@ void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool
   ElementBuilder e(ctx_, b);
   e.set_digit_var("j");
   const LValue v = e.Value(ph.node, idx);
+  std::vector<LValue> sv;  // a sibling of other dims (OneLoopShapes) by its linear index
+  for (NodeId s : ph.siblings)
+    sv.push_back(g_.node(s).shape.dims() == n.shape.dims()
+                     ? e.Value(s, idx)
+                     : e.Value(s, ElemIndex::Linear(base + j)));
   b->Store(ph.dest, base + j, t, v);
+  for (size_t k = 0; k < sv.size(); ++k)
+    b->Store(ph.sibling_dests[k], base + j, g_.node(ph.siblings[k]).shape.dtype(), sv[k]);
   SimdFlags(f, loop, e);
   UseSites(e);
   *used_digits = e.used_digits();
