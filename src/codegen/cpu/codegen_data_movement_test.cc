@@ -123,6 +123,31 @@ TEST(CodegenDataMovement, RowsShorterThanTheInnermostDimMatchInterpreter) {
   }
 }
 
+// The attention backward's q/k/v gradients, each [B,H,T,hd] transposed to [B,T,H*hd]
+// and concatenated along the innermost dim (the qkv projection's gradient): an operand's
+// index inside the concatenate is the concatenate's index less its offset, not a fresh
+// variable, so the row length search sees the per-element division a row of 384 would
+// need and takes rows of hd = 32, each read with unit stride.
+TEST(CodegenDataMovement, ConcatenatedHeadMergesRunAsRowsOfTheHeadDim) {
+  TempDir dir;
+  std::mt19937_64 rng(15);
+  Shape hs(DType::kF32, {2, 4, 8, 32});
+  GraphBuilder b;
+  std::vector<NodeId> parts;
+  for (int i = 0; i < 3; ++i)
+    parts.push_back(b.Reshape(b.Transpose(b.Parameter(i, hs), {0, 2, 1, 3}), {2, 8, 128}));
+  b.SetOutputs({b.Concatenate(parts, 2)});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto src = EmitKernelSource(*g);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_NE(src->code.find("for (int64_t row = (begin / 32);"), std::string::npos) << src->code;
+  EXPECT_EQ(src->code.find("% 32)]"), std::string::npos) << src->code;
+  ExpectMatchesInterpreter(*g,
+                           {RandomLiteral(hs, rng), RandomLiteral(hs, rng), RandomLiteral(hs, rng)},
+                           FastOptions(dir.path()), ThreadParallelFor(3));
+}
+
 TEST(CodegenDataMovement, GetTupleElementOfTupleForwards) {
   TempDir dir;
   std::mt19937_64 rng(12);

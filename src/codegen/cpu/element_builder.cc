@@ -111,7 +111,9 @@ IndexExpr ElementBuilder::Lin(const Shape& s, const ElemIndex& idx) {
 }
 
 std::vector<IndexExpr> ElementBuilder::Multi(const Shape& s, const ElemIndex& idx) {
-  return MultiOf(s, idx);
+  std::vector<IndexExpr> m = MultiOf(s, idx);
+  for (const IndexExpr& e : m) NoteDigits(e);
+  return m;
 }
 
 std::string ValueKey(const Graph& g, NodeId id, const ElemIndex& idx) {
@@ -403,7 +405,7 @@ ElementBuilder::Step ElementBuilder::Concatenate(Frame& f) {
   }
   scopes_.emplace_back();
   std::vector<IndexExpr> ix = f.ix;
-  ix[dim] = LetRanged(f.d - f.offsets[k], 0, f.offsets[k + 1] - f.offsets[k] - 1);
+  ix[dim] = f.ix[dim] - f.offsets[k];
   ++f.stage;
   return Step::Ask(f.parts[k], ElemIndex::Multi(std::move(ix)));
 }
