@@ -57,13 +57,15 @@ def test_values_indices_and_gradients_match_eager(cfg):
     torch.testing.assert_close(xm.grad.cpu(), xe.grad, rtol=tol, atol=tol)
 
 
-def test_tiling_windows_pool_in_two_kernels_and_backward_in_one():
+def test_tiling_windows_pool_in_one_kernel_and_backward_in_one():
     x = torch.randn(4, 8, 8, 8).to(DEV)
     ember.sync()
     v, i = F.max_pool2d(x, 2, return_indices=True)
     ember.sync()
     fwd = ember.metrics.last_graph()
-    assert fwd["kernels"] == 2, fwd  # values, and indices from the values
+    # values, and indices from the values: two fusions, one kernel whose loop computes
+    # both (the indices read the values in registers; docs/codegen.md "Loop fusion")
+    assert fwd["kernels"] == 1, fwd
     g = torch.randn(4, 8, 4, 4).to(DEV)
     ember.sync()
     dx = torch.ops.aten.max_pool2d_with_indices_backward(
