@@ -967,29 +967,12 @@ TEST(FusionTest, ScalarBroadcastsAreDuplicatedBeyondTheBound) {
 // for a convert that is no output but has several readers (a residual add computed in
 // f64, read by the next layer norm and the next residual add).
 TEST(FusionTest, ANarrowingConvertIsReadNotRecomputedFromItsWiderOperand) {
-  ExpectFusion(R"(graph g(%p0: f32[8], %p1: f32[8], %p2: f32[8]) {
+  const std::string head = R"(graph g(%p0: f32[8], %p1: f32[8], %p2: f32[8]) {
   %0 = f32[8] parameter(0)
   %1 = f32[8] parameter(1)
   %2 = f32[8] parameter(2)
-  %3 = f64[8] convert(%0)
-  %4 = f64[8] convert(%1)
-  %5 = f64[8] multiply(%3, %4)
-  %6 = f64[8] add(%5, %3)
-  %7 = f32[8] convert(%6)
-  %8 = f32[8] sqrt(%7)
-  %9 = f32[8] divide(%2, %8)
-  ROOT (%7, %9)
-}
-)",
-               R"(graph g(%p0: f32[8], %p1: f32[8], %p2: f32[8]) {
-  %0 = f32[8] parameter(0)
-  %1 = f32[8] parameter(1)
-  %2 = f32[8] parameter(2)
-  %3 = f32[8] fusion(%0, %1), calls=fused_cvt_mul_add_0, kind=loop
-  %4 = f32[8] fusion(%3, %2), calls=fused_sqrt_div_1, kind=loop
-  ROOT (%3, %4)
-}
-
+)";
+  const std::string bodies = R"(
 graph fused_cvt_mul_add_0(%p0: f32[8], %p1: f32[8]) {
   %0 = f32[8] parameter(0)
   %1 = f32[8] parameter(1)
@@ -1008,53 +991,34 @@ graph fused_sqrt_div_1(%p0: f32[8], %p1: f32[8]) {
   %3 = f32[8] divide(%1, %2)
   ROOT (%3)
 }
-)",
-               {"refuse %7 -> %8: convert %7 is a graph output (and has 1 user); a copy would "
-                "read 64 bytes, more than the result it is (32)"});
-  ExpectFusion(R"(graph g(%p0: f32[8], %p1: f32[8], %p2: f32[8]) {
-  %0 = f32[8] parameter(0)
-  %1 = f32[8] parameter(1)
-  %2 = f32[8] parameter(2)
-  %3 = f64[8] convert(%0)
+)";
+  const std::string update = R"(  %3 = f64[8] convert(%0)
   %4 = f64[8] convert(%1)
   %5 = f64[8] multiply(%3, %4)
   %6 = f64[8] add(%5, %3)
   %7 = f32[8] convert(%6)
   %8 = f32[8] sqrt(%7)
   %9 = f32[8] divide(%2, %8)
-  %10 = f32[8] multiply(%7, %2)
-  ROOT (%9, %10)
+)";
+  const std::string refusal = "a copy would read 64 bytes, more than the result it is (32)";
+  // The f32 state is a graph output.
+  ExpectFusion(head + update + "  ROOT (%7, %9)\n}\n",
+               head + R"(  %3 = f32[8] fusion(%0, %1), calls=fused_cvt_mul_add_0, kind=loop
+  %4 = f32[8] fusion(%3, %2), calls=fused_sqrt_div_1, kind=loop
+  ROOT (%3, %4)
 }
-)",
-               R"(graph g(%p0: f32[8], %p1: f32[8], %p2: f32[8]) {
-  %0 = f32[8] parameter(0)
-  %1 = f32[8] parameter(1)
-  %2 = f32[8] parameter(2)
-  %3 = f32[8] fusion(%0, %1), calls=fused_cvt_mul_add_0, kind=loop
+)" + bodies,
+               {"refuse %7 -> %8: convert %7 is a graph output (and has 1 user); " + refusal});
+  // The f32 value is no output and has two readers.
+  ExpectFusion(
+      head + update + "  %10 = f32[8] multiply(%7, %2)\n  ROOT (%9, %10)\n}\n",
+      head + R"(  %3 = f32[8] fusion(%0, %1), calls=fused_cvt_mul_add_0, kind=loop
   %4 = f32[8] fusion(%3, %2), calls=fused_sqrt_div_1, kind=loop
   %5 = f32[8] fusion(%3, %2), calls=fused_mul_2, kind=loop
   ROOT (%4, %5)
 }
-
-graph fused_cvt_mul_add_0(%p0: f32[8], %p1: f32[8]) {
-  %0 = f32[8] parameter(0)
-  %1 = f32[8] parameter(1)
-  %2 = f64[8] convert(%0)
-  %3 = f64[8] convert(%1)
-  %4 = f64[8] multiply(%2, %3)
-  %5 = f64[8] add(%4, %2)
-  %6 = f32[8] convert(%5)
-  ROOT (%6)
-}
-
-graph fused_sqrt_div_1(%p0: f32[8], %p1: f32[8]) {
-  %0 = f32[8] parameter(0)
-  %1 = f32[8] parameter(1)
-  %2 = f32[8] sqrt(%0)
-  %3 = f32[8] divide(%1, %2)
-  ROOT (%3)
-}
-
+)" + bodies +
+          R"(
 graph fused_mul_2(%p0: f32[8], %p1: f32[8]) {
   %0 = f32[8] parameter(0)
   %1 = f32[8] parameter(1)
@@ -1062,10 +1026,8 @@ graph fused_mul_2(%p0: f32[8], %p1: f32[8]) {
   ROOT (%2)
 }
 )",
-               {"refuse %7 -> %10: convert %7 has 2 users; a copy would read 64 bytes, more than "
-                "the result it is (32), and %6 would be written",
-                "refuse %7 -> %8: convert %7 has 2 users; a copy would read 64 bytes, more than "
-                "the result it is (32), and %6 would be written"});
+      {"refuse %7 -> %10: convert %7 has 2 users; " + refusal + ", and %6 would be written",
+       "refuse %7 -> %8: convert %7 has 2 users; " + refusal + ", and %6 would be written"});
 }
 
 // LayerNorm backward's x_hat = (x - mean) * rstd is read by the row kernel of
