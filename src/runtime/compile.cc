@@ -492,15 +492,17 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   }
 
   // An element of an extern's tuple result is read in place by its readers (a slot
-  // read with a tuple index), not copied out by an interpreted step; one that is a
-  // graph output keeps its own slot.
+  // read with a tuple index), not copied out by an interpreted step, and so is one that
+  // is a graph output (Run returns a buffer over the element: a convolution backward's
+  // weight gradient); one that an output aliases to a parameter (donation) keeps its
+  // own slot.
   std::vector<bool> read_through(n, false);
   for (NodeId id = 0; id < n; ++id) {
     const Node& node = g.node(id);
     read_through[id] =
         live[id] && node.op == OpKind::kGetTupleElement && is_extern(g.node(node.operands[0]));
   }
-  for (NodeId o : g.outputs()) read_through[o] = false;
+  for (const auto& [o, p] : g.aliases()) read_through[g.outputs()[o]] = false;
 
   // 2. Groups.
   std::vector<Group> groups;
@@ -732,8 +734,12 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     }
   }
 
-  std::vector<int> output_slots;
-  for (NodeId o : g.outputs()) output_slots.push_back(slot_of[o]);
+  std::vector<int> output_slots, output_tuple_indices;
+  for (NodeId o : g.outputs()) {
+    const SlotRead r = read_of(o);
+    output_slots.push_back(r.slot);
+    output_tuple_indices.push_back(r.tuple_index);
+  }
 
   // 4. Donation. kCpu: the kernel computing a donated output writes it
   // straight into the parameter's buffer where that is safe (below), and
@@ -860,6 +866,7 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   exe.num_slots_ = static_cast<int>(slot_names.size());
   for (NodeId p : g.parameters()) exe.parameter_shapes_.push_back(g.node(p).shape);
   exe.output_slots_ = std::move(output_slots);
+  exe.output_tuple_indices_ = std::move(output_tuple_indices);
   exe.slot_names_ = std::move(slot_names);
 
   if (cpu) {

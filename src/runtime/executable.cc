@@ -399,9 +399,17 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
   }
   std::vector<BufferRef> outputs;
   outputs.reserve(output_slots_.size());
-  for (int s : output_slots_) {
+  for (size_t o = 0; o < output_slots_.size(); ++o) {
+    const int s = output_slots_[o];
     if (!slots[s]) return EMBER_INTERNAL_ERROR("runtime: output slot s", s, " never written");
-    outputs.push_back(slots[s]);
+    const int ti = output_tuple_indices_.empty() ? -1 : output_tuple_indices_[o];
+    if (ti < 0) {
+      outputs.push_back(slots[s]);
+      continue;
+    }
+    Literal& element = slots[s]->literal().tuple_elements().at(static_cast<size_t>(ti));
+    EMBER_ASSIGN_OR_RETURN(BufferRef b, Buffer::Borrow(element.shape(), element.data(), slots[s]));
+    outputs.push_back(std::move(b));
   }
   return outputs;
 }
@@ -472,8 +480,11 @@ std::string Executable::DebugString() const {
     os << "]\n";
   }
   os << "  outputs [";
-  for (size_t i = 0; i < output_slots_.size(); ++i)
+  for (size_t i = 0; i < output_slots_.size(); ++i) {
     os << (i ? ", " : "") << slot_str(output_slots_[i]);
+    if (!output_tuple_indices_.empty() && output_tuple_indices_[i] >= 0)
+      os << "." << output_tuple_indices_[i];
+  }
   os << "]\n";
   return os.str();
 }

@@ -233,6 +233,45 @@ TEST(ExecutableTest, TupleFromExternReadThroughGetTupleElement) {
   ExpectSameAsInterpreter(*exe, g, {Literal::FromDoubles(F32({4}), {-1, 0.5, 3, 8})});
 }
 
+// An element of an extern's tuple that is a graph output (a convolution backward's
+// weight gradient, live as .grad) is returned in place: no interpreted step copies it
+// out, and the buffer returned is the element's own bytes, which stay valid while it
+// lives (it keeps the tuple). On both backends, against the interpreter.
+TEST(ExecutableTest, TupleElementOutputIsReturnedInPlace) {
+  RegisterTestExterns();
+  GraphBuilder b("split_out");
+  NodeId x = b.Parameter(0, F32({4}));
+  NodeId t = b.CustomCall("test.split2", {x}, Shape::Tuple({F32({2}), F32({2})}));
+  NodeId sum = b.Add(b.GetTupleElement(t, 0), b.GetTupleElement(t, 1));
+  b.SetOutputs({b.GetTupleElement(t, 1), sum, b.GetTupleElement(t, 0)});
+  Graph g = BuildOrDie(b);
+  for (const Backend be : {Backend::kInterpreter, Backend::kCpu}) {
+    CompileOptions opts;
+    opts.backend = be;
+    auto exe = Compile(g, opts);
+    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+    for (const Step& st : exe->steps()) {
+      for (NodeId id : st.nodes)
+        EXPECT_NE(g.node(id).op, OpKind::kGetTupleElement) << exe->DebugString();
+      if (be == Backend::kCpu) EXPECT_NE(st.kind, StepKind::kInterpret) << exe->DebugString();
+    }
+    EXPECT_EQ(exe->output_tuple_indices(), (std::vector<int>{1, -1, 0})) << exe->DebugString();
+    std::vector<BufferRef> out;
+    {
+      auto r = exe->Run({FBuf({4}, {1, 2, 10, 20})});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      out = *r;
+    }
+    EXPECT_EQ(Values(out[0]->literal()), (std::vector<double>{10, 20}));
+    EXPECT_EQ(Values(out[1]->literal()), (std::vector<double>{11, 22}));
+    EXPECT_EQ(Values(out[2]->literal()), (std::vector<double>{1, 2}));
+    // Over the tuple's bytes (a borrowed buffer accounts none), not a copy of them.
+    EXPECT_EQ(out[0]->size_bytes(), 0);
+    EXPECT_EQ(out[2]->size_bytes(), 0);
+    ExpectSameAsInterpreter(*exe, g, {Literal::FromDoubles(F32({4}), {-1, 0.5, 3, 8})});
+  }
+}
+
 TEST(ExecutableTest, DeadNodesAreNotCompiled) {
   RegisterTestExterns();
   GraphBuilder b("dead");

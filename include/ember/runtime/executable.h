@@ -214,6 +214,10 @@ class Executable {
   int num_slots() const { return num_slots_; }
   const std::vector<Shape>& parameter_shapes() const { return parameter_shapes_; }
   const std::vector<int>& output_slots() const { return output_slots_; }
+  // Per output: the element of its slot's tuple it is (an extern's tuple result read
+  // in place: Run returns a buffer over that element's bytes, kept alive by the tuple),
+  // or -1 for the slot's whole value.
+  const std::vector<int>& output_tuple_indices() const { return output_tuple_indices_; }
   const Graph& graph() const { return *graph_; }
   // The buffer plan (kCpu; null for the interpreter backend).
   const BufferAssignment* assignment() const { return assignment_.get(); }
@@ -234,6 +238,7 @@ class Executable {
   int num_slots_ = 0;
   std::vector<Shape> parameter_shapes_;
   std::vector<int> output_slots_;
+  std::vector<int> output_tuple_indices_;
   std::vector<std::string> slot_names_;  // for DebugString: "%5" / "%5.1" / "out0"
   std::shared_ptr<const BufferAssignment> assignment_;
   // slot -> buffer id in assignment_ if the slot is planned raw storage, else -1.
