@@ -308,8 +308,7 @@ class FusionBuilder {
       shared = shared || users_[y].size() > 1;
       if (IsElementwise(yn.op) && !IsExpensive(yn) && shared) f.shared_operand = y;
       if (!seen.insert(y).second || constant_like(yn) || yn.shape.is_tuple()) continue;
-      if (!shared && !is_output_[y] && !is_input_[y] && yn.op != OpKind::kParameter &&
-          IsFusibleNode(yn).ok) {
+      if (!shared && !is_output_[y] && !is_input_[y] && IsFusibleNode(yn).ok) {
         f.private_operand = y;
       }
       f.read_bytes += static_cast<double>(yn.shape.byte_size());

@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -72,6 +73,23 @@ bool CodegenSupported(const Graph& g, const Node& n) {
          n.op != OpKind::kGetTupleElement && n.op != OpKind::kParameter;
 }
 
+// Whether `from` and every node reached from it through users (transitively) satisfy
+// `ok`: the walk behind the in-place and same-index checks below.
+bool EveryNodeReachedFrom(const Graph& body, NodeId from,
+                          const std::function<bool(const Node&)>& ok) {
+  const auto users = body.ComputeUsers();
+  std::vector<NodeId> work = {from};
+  std::set<NodeId> seen;
+  while (!work.empty()) {
+    const NodeId id = work.back();
+    work.pop_back();
+    if (!seen.insert(id).second) continue;
+    if (!ok(body.node(id))) return false;
+    for (NodeId u : users[id]) work.push_back(u);
+  }
+  return true;
+}
+
 // Whether kernel body `body` may write output `j` over parameter `p`'s buffer:
 // p has output j's shape and every path from p goes through elementwise ops
 // of that shape and ends at outputs that the kernel computes in output j's loop
@@ -97,21 +115,10 @@ bool ElementwiseIntoOutput(const Graph& body, int p, int j) {
     if (loop_of[k] >= 0 && loop_of[k] == loop_of[j]) in_loop.insert(body.outputs()[k]);
   }
   in_loop.insert(out_node);
-  auto users = body.ComputeUsers();
-  std::vector<NodeId> work = {pid};
-  std::set<NodeId> seen;
-  while (!work.empty()) {
-    NodeId id = work.back();
-    work.pop_back();
-    if (!seen.insert(id).second) continue;
-    if (outputs.count(id) && !in_loop.count(id)) return false;  // p reaches another loop
-    for (NodeId u : users[id]) {
-      const Node& un = body.node(u);
-      if (!IsElementwise(un.op) || un.shape.dims() != out.dims()) return false;
-      work.push_back(u);
-    }
-  }
-  return true;
+  return EveryNodeReachedFrom(body, pid, [&](const Node& x) {
+    if (outputs.count(x.id) && !in_loop.count(x.id)) return false;  // p reaches another loop
+    return x.id == pid || (IsElementwise(x.op) && x.shape.dims() == out.dims());
+  });
 }
 
 // Whether `body` computes its output element i from element i of parameter
@@ -153,30 +160,14 @@ bool Mergeable(const Node& n) {
 // (row-major: a reshape keeps each element's linear index), and p has as many elements.
 bool ReadsParameterAtOutputIndex(const Graph& body, int p) {
   if (body.outputs().size() != 1 || p >= static_cast<int>(body.parameters().size())) return false;
-  const NodeId out = body.outputs()[0];
   const NodeId pid = body.parameters()[p];
   const Shape& ps = body.node(pid).shape;
-  if (ps.is_tuple() || body.node(out).shape.is_tuple() ||
-      ps.num_elements() != body.node(out).shape.num_elements()) {
-    return false;
-  }
-  auto users = body.ComputeUsers();
-  std::vector<NodeId> work = {pid};
-  std::set<NodeId> seen;
-  while (!work.empty()) {
-    const NodeId id = work.back();
-    work.pop_back();
-    if (!seen.insert(id).second) continue;
-    for (NodeId u : users[id]) {
-      const Node& un = body.node(u);
-      if (un.shape.is_tuple() || un.shape.num_elements() != ps.num_elements() ||
-          !(IsElementwise(un.op) || un.op == OpKind::kReshape)) {
-        return false;
-      }
-      work.push_back(u);
-    }
-  }
-  return true;
+  const Shape& os = body.node(body.outputs()[0]).shape;
+  if (ps.is_tuple() || os.is_tuple() || ps.num_elements() != os.num_elements()) return false;
+  return EveryNodeReachedFrom(body, pid, [&](const Node& x) {
+    return x.id == pid || (!x.shape.is_tuple() && x.shape.num_elements() == ps.num_elements() &&
+                           (IsElementwise(x.op) || x.op == OpKind::kReshape));
+  });
 }
 
 // Whether loop fusion `c` reads loop fusion `p`'s result only at the element it computes

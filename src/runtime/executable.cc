@@ -402,7 +402,7 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
   for (size_t o = 0; o < output_slots_.size(); ++o) {
     const int s = output_slots_[o];
     if (!slots[s]) return EMBER_INTERNAL_ERROR("runtime: output slot s", s, " never written");
-    const int ti = output_tuple_indices_.empty() ? -1 : output_tuple_indices_[o];
+    const int ti = output_tuple_indices_[o];
     if (ti < 0) {
       outputs.push_back(slots[s]);
       continue;
@@ -482,8 +482,7 @@ std::string Executable::DebugString() const {
   os << "  outputs [";
   for (size_t i = 0; i < output_slots_.size(); ++i) {
     os << (i ? ", " : "") << slot_str(output_slots_[i]);
-    if (!output_tuple_indices_.empty() && output_tuple_indices_[i] >= 0)
-      os << "." << output_tuple_indices_[i];
+    if (output_tuple_indices_[i] >= 0) os << "." << output_tuple_indices_[i];
   }
   os << "]\n";
   return os.str();

@@ -33,9 +33,13 @@ NodeId WidenedF32(const Graph& g, NodeId id) {
 bool IsLoopInvariant(const Graph& g, NodeId id) { return InvariantNodes(g)[id]; }
 
 std::vector<F32MulAdd> FindF32MulAdds(const Graph& g, NodeId root) {
+  return FindF32MulAdds(g, std::vector<NodeId>{root});
+}
+
+std::vector<F32MulAdd> FindF32MulAdds(const Graph& g, const std::vector<NodeId>& roots) {
   const std::vector<bool> inv = InvariantNodes(g);
   std::vector<bool> seen(static_cast<size_t>(g.num_nodes()), false);
-  std::vector<NodeId> stack{root};
+  std::vector<NodeId> stack = roots;
   std::vector<F32MulAdd> found;
   while (!stack.empty()) {
     const NodeId id = stack.back();

@@ -46,5 +46,7 @@ bool IsLoopInvariant(const Graph& g, NodeId id);
 // computing `root` evaluates elementwise (the search does not enter reduce or
 // scatter operands: those are computed by phases of their own). In node order.
 std::vector<F32MulAdd> FindF32MulAdds(const Graph& g, NodeId root);
+// The same for computing every node of `roots` in one loop (a loop phase's outputs).
+std::vector<F32MulAdd> FindF32MulAdds(const Graph& g, const std::vector<NodeId>& roots);
 
 }  // namespace ember::codegen

@@ -13,13 +13,6 @@
 #include "ember/ir/text.h"
 
 namespace ember::codegen {
-namespace {
-
-// Nodes computed into a buffer by a phase of their own (read through it by
-// later phases).
-bool Materialized(OpKind op) { return op == OpKind::kReduce || op == OpKind::kScatter; }
-
-}  // namespace
 
 StatusOr<KernelSource> EmitKernelSourceFromLoopIr(const Graph& g, int kernel_index,
                                                   bool vector_math) {

@@ -33,6 +33,9 @@
 
 namespace ember::codegen {
 
+// Nodes computed into a buffer by a phase of their own (read through it by later phases).
+inline bool Materialized(OpKind op) { return op == OpKind::kReduce || op == OpKind::kScatter; }
+
 // Checks support (CheckKernelSupported), plans, prints: the kernel's source.
 StatusOr<KernelSource> EmitKernelSourceFromLoopIr(const Graph& g, int kernel_index,
                                                   bool vector_math);
@@ -59,7 +62,7 @@ class KernelPlanner {
     int part_level = 0;
     std::vector<int> partials;
     // Values computed in the same pass and their buffers: column reduces (ColumnSiblings),
-    // or outputs of the node's dims in an elementwise phase (LoopSiblings).
+    // or the other outputs of the node's loop in an elementwise phase (OutputLoops).
     std::vector<NodeId> siblings;
     std::vector<int> sibling_dests;
     // A reduce split at its last kept dim (InnerSplit): the reduced dims
@@ -93,6 +96,12 @@ class KernelPlanner {
   // plan_loop.cc
   // The nodes a loop phase stores: its node, then its siblings.
   static std::vector<NodeId> LoopRoots(const Phase& ph);
+  // Computes the loop roots' elements at `idx` (a root of other dims than the phase's
+  // node: at linear index `lin`), then stores each at `lin`: every value of the iteration
+  // before any store, so an output written over an input (ElementwiseIntoOutput) reads
+  // the input first.
+  void StoreLoopRoots(const Phase& ph, ElementBuilder* e, LBuilder* b, const ElemIndex& idx,
+                      const IndexExpr& lin);
   void LoopPhase(Phase* ph, LFunction* f);
   // Builds one loop over the phase into `b`: flat (row_len == 0) or by rows
   // of row_len elements (a divisor of the innermost dim). `used_digits`: an

@@ -51,8 +51,7 @@ std::vector<int> OutputLoops(const Graph& g) {
   std::vector<int> of;
   for (NodeId o : g.outputs()) {
     const Node& n = g.node(o);
-    if (n.op == OpKind::kReduce || n.op == OpKind::kScatter || n.shape.is_tuple() ||
-        n.shape.num_elements() == 0) {
+    if (Materialized(n.op) || n.shape.is_tuple() || n.shape.num_elements() == 0) {
       of.push_back(-1);
       continue;
     }
@@ -96,14 +95,7 @@ void KernelPlanner::LoopPhase(Phase* ph, LFunction* f) {
   }
   LBuilder b(f, &var_counter_);
   bool unused;
-  std::vector<F32MulAdd> mas;
-  for (NodeId root : LoopRoots(*ph)) {
-    for (const F32MulAdd& m : FindF32MulAdds(g_, root)) {
-      if (std::none_of(mas.begin(), mas.end(),
-                       [&](const F32MulAdd& x) { return x.root == m.root; }))
-        mas.push_back(m);
-    }
-  }
+  const std::vector<F32MulAdd> mas = FindF32MulAdds(g_, LoopRoots(*ph));
   if (mas.empty()) {
     LoopNest(*ph, &b, row_len, &unused);
     return;
@@ -150,9 +142,20 @@ int64_t KernelPlanner::RowLength(const Phase& ph, LFunction* f) {
   return inner;
 }
 
+void KernelPlanner::StoreLoopRoots(const Phase& ph, ElementBuilder* e, LBuilder* b,
+                                   const ElemIndex& idx, const IndexExpr& lin) {
+  const std::vector<NodeId> roots = LoopRoots(ph);
+  const std::vector<int64_t>& dims = g_.node(ph.node).shape.dims();
+  std::vector<LValue> vals;
+  for (NodeId r : roots)
+    vals.push_back(e->Value(r, g_.node(r).shape.dims() == dims ? idx : ElemIndex::Linear(lin)));
+  for (size_t k = 0; k < roots.size(); ++k)
+    b->Store(k == 0 ? ph.dest : ph.sibling_dests[k - 1], lin, g_.node(roots[k]).shape.dtype(),
+             vals[k]);
+}
+
 void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool* used_digits) {
   const Node& n = g_.node(ph.node);
-  const DType t = n.shape.dtype();
   const int64_t count = n.shape.num_elements();
   LFunction* f = b->function();
   if (row_len == 0) {
@@ -160,12 +163,7 @@ void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool
                                count - 1, 1, /*simd=*/true);
     const int loop = b->current();
     ElementBuilder e(ctx_, b);
-    const LValue v = e.Value(ph.node, ElemIndex::Linear(i));
-    std::vector<LValue> sv;
-    for (NodeId s : ph.siblings) sv.push_back(e.Value(s, ElemIndex::Linear(i)));
-    b->Store(ph.dest, i, t, v);
-    for (size_t k = 0; k < sv.size(); ++k)
-      b->Store(ph.sibling_dests[k], i, g_.node(ph.siblings[k]).shape.dtype(), sv[k]);
+    StoreLoopRoots(ph, &e, b, ElemIndex::Linear(i), i);
     SimdFlags(f, loop, e);
     UseSites(e);
     *used_digits = e.used_digits();
@@ -211,15 +209,7 @@ void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool
   idx.lin = base + j;
   ElementBuilder e(ctx_, b);
   e.set_digit_var("j");
-  const LValue v = e.Value(ph.node, idx);
-  std::vector<LValue> sv;  // a sibling of other dims (OneLoopShapes) by its linear index
-  for (NodeId s : ph.siblings)
-    sv.push_back(g_.node(s).shape.dims() == n.shape.dims()
-                     ? e.Value(s, idx)
-                     : e.Value(s, ElemIndex::Linear(base + j)));
-  b->Store(ph.dest, base + j, t, v);
-  for (size_t k = 0; k < sv.size(); ++k)
-    b->Store(ph.sibling_dests[k], base + j, g_.node(ph.siblings[k]).shape.dtype(), sv[k]);
+  StoreLoopRoots(ph, &e, b, idx, base + j);
   SimdFlags(f, loop, e);
   UseSites(e);
   *used_digits = e.used_digits();
