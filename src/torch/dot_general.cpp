@@ -1,6 +1,7 @@
 // The `ember.dot-general` extern: every dot-general of a lowered graph runs as one
 // ATen GEMM call (docs/architecture.md, "Same program, same bits").
 #include <ATen/ATen.h>
+#include <ATen/Config.h>
 #include <ATen/TensorUtils.h>
 
 #include <algorithm>
@@ -14,6 +15,15 @@
 #include "ember/ir/attributes.h"
 #include "ember/ir/graph.h"
 #include "lower.h"
+
+// oneDNN's matmul as ATen runs it for addmm/bmm when oneDNN is chosen (mkldnn_matmul in
+// aten/src/ATen/native/mkldnn/Matmul.cpp: result = alpha * mat1 @ mat2 + beta * result,
+// 2-D or 3-D operands, row-major or transposed, written into `result`). Exported by
+// libtorch_cpu but its header is not installed, so it is declared here; torch is pinned.
+namespace at::native {
+TORCH_API void mkldnn_matmul(const at::Tensor& mat1, const at::Tensor& mat2,
+                             const at::Tensor& result, float beta, float alpha);
+}  // namespace at::native
 
 namespace ember_torch {
 namespace {
@@ -48,6 +58,41 @@ at::Tensor as_matrices(const at::Tensor& t, const std::vector<int64_t>& perm, in
 }
 
 std::atomic<int64_t> g_gemm_copies{0};
+
+// Whether oneDNN's f32 matmul can run here: ATen built with it, the user has not turned
+// it off (torch.backends.mkldnn.enabled), and the CPU has what mkldnn_matmul requires
+// for f32 (AVX-512 BW/VL/DQ).
+bool onednn_available() {
+  static const bool cpu = __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return AT_MKLDNN_ENABLED() && cpu && at::globalContext().userEnabledMkldnn();
+}
+
+// Which library multiplies a dot's matrices: MKL's sgemm through ATen's mm/bmm (eager's
+// choice for f32 linear layers), or oneDNN's matmul. Measured through this extern on
+// the project's 2-core AVX-512 VM (docs/performance.md, "The GEMM library per dot"),
+// oneDNN was 4-17% faster on f32 products of 2^27 flops or more whose lhs is row-major
+// with 256 or more contracting elements, or transposed (a weight gradient, x^T @ g)
+// with at most 1024; it was 3-20% slower with a row-major lhs and 128 contracting
+// elements or a transposed one and 4096, and its call costs tens of microseconds more
+// on small products. Batches stay with bmm. The choice reads only the dot (dtypes,
+// sizes, operand strides as as_matrices gives them), so one logical program makes one
+// call: same program, same bits.
+bool use_onednn(const at::Tensor& a, const at::Tensor& b, at::ScalarType ct, at::ScalarType ot) {
+  if (ct != at::kFloat || ot != at::kFloat || a.scalar_type() != at::kFloat ||
+      b.scalar_type() != at::kFloat || a.size(0) != 1 || !onednn_available())
+    return false;
+  const int64_t M = a.size(1), K = a.size(2), N = b.size(2);
+  if (2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) <
+      static_cast<double>(int64_t{1} << 27))
+    return false;
+  // Row-major or transposed: mkldnn_matmul's formats that need no copy.
+  auto rows = [](const at::Tensor& m) { return m.stride(2) == 1 && m.stride(1) == m.size(2); };
+  auto cols = [](const at::Tensor& m) { return m.stride(1) == 1 && m.stride(2) == m.size(1); };
+  if (!rows(b) && !cols(b)) return false;
+  if (rows(a)) return K >= 256;
+  return cols(a) && K <= 1024;
+}
 
 // dot-general as one ATen GEMM call (at::mm for one matrix, at::bmm for a batch).
 // lhs is viewed as [B, M, K] (batch dims, free dims, contracting dims), rhs as
@@ -133,7 +178,12 @@ ember::Status aten_dot_general(ember::ExternCall& c) {
     // compute type when that differs from the result type.
     const bool direct = ct == ot && aligned(out);
     at::Tensor res = direct ? out : at::empty({B, M, N}, out.options().dtype(ct));
-    if (B == 1) {
+    const bool onednn = use_onednn(a, bm, ct, ot);
+    if (onednn) {
+      // result = alpha * a @ b + beta * result with beta 0 and alpha 1, written into the
+      // output buffer.
+      at::native::mkldnn_matmul(a.select(0, 0), bm.select(0, 0), res.select(0, 0), 0.0f, 1.0f);
+    } else if (B == 1) {
       at::Tensor res2 = res.select(0, 0);
       at::mm_out(res2, a.select(0, 0), bm.select(0, 0));
     } else {
@@ -145,10 +195,13 @@ ember::Status aten_dot_general(ember::ExternCall& c) {
     static const bool log = ember::LogEnabled("gemm");
     if (log) {
       ember::LogLine(
-          "gemm", c10::str(B == 1 ? "mm" : "bmm", " B=", B, " M=", M, " N=", N, " K=", K,
-                           " lhs strides ", a.strides(), " rhs strides ", bm.strides(), " ",
-                           c10::toString(ct), "->", c10::toString(ot), " operand copies ", copies,
-                           direct ? "" : " (result copied)"));
+          "gemm",
+          c10::str(onednn   ? "onednn"
+                   : B == 1 ? "mm"
+                            : "bmm",
+                   " B=", B, " M=", M, " N=", N, " K=", K, " lhs strides ", a.strides(),
+                   " rhs strides ", bm.strides(), " ", c10::toString(ct), "->", c10::toString(ot),
+                   " operand copies ", copies, direct ? "" : " (result copied)"));
     }
     return ember::OkStatus();
   } catch (const std::exception& e) {

@@ -289,7 +289,10 @@ def _matmul_variants(xd, wd):
     }
 
 
-MATMUL_SHAPES = [(32, 16, 10), (64, 32, 3), (8, 32, 10)]
+# The last shape is one the dot-general extern gives to oneDNN rather than MKL
+# (src/torch/dot_general.cpp, use_onednn: f32, 2^27 flops, a row-major lhs with 256 or
+# more contracting elements).
+MATMUL_SHAPES = [(32, 16, 10), (64, 32, 3), (8, 32, 10), (128, 512, 1024)]
 
 
 @pytest.mark.parametrize("name", LOWERED)
@@ -311,7 +314,8 @@ def test_same_logical_matmul_gives_same_bits_whatever_the_operand_layout(name, s
         v = _matmul_variants(xd, wd)
     for key, r in v.items():
         assert torch.equal(r, v["leaf"]), (key, (r - v["leaf"]).abs().max().item())
-    close(v["leaf"], x @ w.t())
+    # Another library's summation order: rounding grows with the contraction.
+    close(v["leaf"], x @ w.t(), rtol=1e-5, atol=2e-6 * k)
 
 
 def test_same_logical_matmul_makes_one_gemm_call():
@@ -348,15 +352,18 @@ def test_same_logical_matmul_makes_one_gemm_call():
 
 @pytest.mark.parametrize("name", LOWERED)
 @pytest.mark.parametrize("consumer", ["none", "bias", "gelu", "relu_scale"])
-def test_dot_gives_same_bits_with_and_without_a_fused_consumer(name, consumer):
+@pytest.mark.parametrize("mkn", [(48, 40, 24), (128, 512, 1024)], ids=["mkl", "onednn"])
+def test_dot_gives_same_bits_with_and_without_a_fused_consumer(name, consumer, mkn):
     """A dot-general's result does not depend on what consumes it: the same dot synced on
     its own and then consumed in a second program equals the dot and its consumer in one
-    program (where the consumer may fuse with it as a GEMM epilogue)."""
+    program (where the consumer may fuse with it as a GEMM epilogue), for a product MKL
+    multiplies and one oneDNN does."""
+    m, k, n = mkn
     g = torch.Generator().manual_seed(7)
     x, w, b = (
-        torch.randn(48, 40, generator=g),
-        torch.randn(24, 40, generator=g),
-        torch.randn(24, generator=g),
+        torch.randn(m, k, generator=g),
+        torch.randn(n, k, generator=g),
+        torch.randn(n, generator=g),
     )
     f = {
         "none": lambda y: y,
@@ -372,6 +379,55 @@ def test_dot_gives_same_bits_with_and_without_a_fused_consumer(name, consumer):
         apart = f(y).cpu()
         together = f(xd @ wd.t()).cpu()  # one program
     assert torch.equal(apart, together), (apart - together).abs().max().item()
+
+
+def _gemm_library_cases(dev):
+    """Products on `dev` and the library the dot-general extern should give each (see
+    test_gemm_library_is_chosen_by_the_dot_alone)."""
+    g = torch.Generator().manual_seed(0)
+    x, w, dy = (torch.randn(*s, generator=g) for s in [(128, 784), (1024, 784), (128, 1024)])
+    a, b = torch.randn(4096, 128, generator=g), torch.randn(4096, 256, generator=g)
+    xd, wd, dyd, ad, bd = (t.to(dev) for t in (x, w, dy, a, b))
+    return [
+        ("onednn", xd @ wd.t()),  # a linear layer's forward
+        ("onednn", dyd @ wd),  # its input gradient
+        ("onednn", dyd.t() @ xd),  # its weight gradient: lhs transposed, 128 contracting
+        ("mm", ad @ wd[:, :128].t()),  # row-major lhs, 128 contracting
+        ("mm", ad.t() @ bd),  # transposed lhs, 4096 contracting
+        ("mm", xd[:16, :256] @ wd[:64, :256].t()),  # small
+        ("bmm", xd.expand(2, 128, 784) @ wd.t()),  # a batch
+        ("mm", xd.double() @ wd.double().t()),  # f64
+    ]
+
+
+def test_gemm_library_is_chosen_by_the_dot_alone():
+    """Which library multiplies a dot (EMBER_LOG=gemm names it; src/torch/dot_general.cpp,
+    use_onednn): oneDNN for an f32 product of 2^27 flops or more whose lhs is row-major
+    with 256 or more contracting elements or transposed with at most 1024; MKL's mm or
+    bmm otherwise. Each product matches eager's."""
+    with backend("cpu"):
+        got = [(lib, r.cpu()) for lib, r in _gemm_library_cases(DEV)]
+    for (lib, r), (_, e) in zip(got, _gemm_library_cases("cpu")):
+        close(r, e, rtol=1e-4, atol=1e-3)
+    code = (
+        "import sys, torch, ember\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "from test_lowering_bridge import _gemm_library_cases\n"
+        "for lib, r in _gemm_library_cases('ember'):\n"
+        "    ember.sync()\n"
+        "    print('-- expect', lib, file=sys.stderr, flush=True)\n"
+    )
+    env = dict(os.environ, EMBER_LOG="gemm", EMBER_BACKEND="cpu")
+    r = subprocess.run(
+        [sys.executable, "-c", code, os.path.dirname(__file__)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    calls = [ln.split()[1] for ln in r.stderr.splitlines() if ln.startswith("gemm: ")]
+    assert calls == [lib for lib, _ in got], r.stderr[-3000:]
 
 
 @pytest.mark.parametrize("name", LOWERED)
