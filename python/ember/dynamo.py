@@ -197,6 +197,7 @@ _counts = {
     "written_in_place": 0,
     "checkpointed_graphs": 0,
     "recomputed_nodes": 0,
+    "transposed_products": 0,
 }
 _reasons = {}  # refusal reason -> count
 
@@ -211,8 +212,9 @@ def counters() -> dict:
     memory, as eager's in-place op does) and ``buffers_moved`` (a parameter took the
     result's buffer instead of a copy).
     Compilations:
-    ``checkpointed_graphs`` (forward graphs with activation-checkpointed nodes) and
-    ``recomputed_nodes`` (nodes their backward graphs recompute)."""
+    ``checkpointed_graphs`` (forward graphs with activation-checkpointed nodes),
+    ``recomputed_nodes`` (nodes their backward graphs recompute) and
+    ``transposed_products`` (``t(mm(a, b))`` rewritten as ``mm(t(b), t(a))``)."""
     out = dict(_counts)
     out["refusal_reasons"] = dict(_reasons)
     return out
@@ -497,6 +499,60 @@ def _ember_attention(gm: torch.fx.GraphModule) -> int:
     return changed
 
 
+def _transposed_products(gm: torch.fx.GraphModule) -> int:
+    """Rewrites ``t(mm(a, b))`` (also ``permute(.., [1, 0])`` and ``transpose(.., 0, 1)``)
+    whose product has no other user into ``mm(t(b), t(a))``: the same matrix, made by the
+    dot in that order. AOTAutograd's backward of a linear layer returns its weight
+    gradient as ``t(mm(t(g), x))``; as written, the program computed the product and then
+    copied it transposed, a pass over the whole weight (on the lazy device the operands'
+    transposes fold into the dot's dimension numbers, so the rewritten form copies
+    nothing). Returns the number rewritten."""
+    aten = torch.ops.aten
+
+    def is_swap(n):
+        if n.op != "call_function":
+            return False
+        if n.target is aten.t.default:
+            return True
+        if n.target is aten.permute.default:
+            return list(n.args[1]) == [1, 0]
+        if n.target is aten.transpose.int:
+            return sorted(d % 2 for d in n.args[1:3]) == [0, 1]
+        return False
+
+    count = 0
+    for n in list(gm.graph.nodes):
+        if not is_swap(n):
+            continue
+        m = n.args[0]
+        if not (
+            isinstance(m, torch.fx.Node)
+            and m.op == "call_function"
+            and m.target is aten.mm.default
+            and len(m.users) == 1
+        ):
+            continue
+        a, b = m.args[:2]
+        with gm.graph.inserting_before(n):
+            bt = gm.graph.call_function(aten.t.default, (b,))
+            at = gm.graph.call_function(aten.t.default, (a,))
+            mm = gm.graph.call_function(aten.mm.default, (bt, at))
+        for node, src in ((bt, b), (at, a)):
+            v = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
+            if isinstance(v, torch.Tensor):
+                node.meta["val"] = v.t()
+        if "val" in n.meta:
+            mm.meta["val"] = n.meta["val"]
+        mm.meta.update({k: v for k, v in n.meta.items() if k not in ("val",)})
+        n.replace_all_uses_with(mm)
+        gm.graph.erase_node(n)
+        gm.graph.erase_node(m)
+        count += 1
+    if count:
+        gm.recompile()
+    return count
+
+
 def _recompute_tagged(gm: torch.fx.GraphModule) -> int:
     """Nodes of `gm` that come from an activation-checkpointed region."""
     return sum(1 for n in gm.graph.nodes if n.meta.get("recompute") is not None)
@@ -523,6 +579,7 @@ def _compiler(kind, state):
         _retarget_devices(gm)
         _ember_rng_ops(gm)
         _ember_attention(gm)
+        _counts["transposed_products"] += _transposed_products(gm)
         return EmberGraph(gm, kind)
 
     compile_graph.__name__ = f"ember_{kind}_compiler"

@@ -166,6 +166,31 @@ def test_mlp_adamw_training_matches_eager():
     assert float(st["step"]) == 5.0 and st["exp_avg"].abs().sum() > 0
 
 
+def test_weight_gradients_come_from_the_product_in_transposed_order(tmp_path, monkeypatch):
+    """AOTAutograd's backward returns a linear layer's weight gradient as t(mm(t(g), x));
+    the backend rewrites it as mm(t(x), g) (ember.dynamo._transposed_products), so the
+    backward program writes the gradient straight from the dot: no kernel of it copies a
+    transpose (EMBER_DEBUG_DIR's kernel sources). The gradients equal eager's, with
+    eager's strides."""
+    monkeypatch.setenv("EMBER_DEBUG_DIR", str(tmp_path))
+    # Shapes no other test compiles: a program found in this process's memory cache
+    # writes no kernel sources.
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(20, 36), nn.GELU(), nn.Linear(36, 12))
+    m = copy.deepcopy(ref)
+    x = torch.randn(16, 20)
+    f = torch.compile(m, backend="ember")
+    for _ in range(2):
+        f(x).square().sum().backward()
+        ref(x).square().sum().backward()
+    assert dyn()["transposed_products"] >= 2
+    for (name, a), b in zip(m.named_parameters(), ref.parameters()):
+        assert a.grad.stride() == b.grad.stride(), name
+        torch.testing.assert_close(a.grad, b.grad, msg=lambda s: f"{name}: {s}")
+    kernels = [p.name for p in tmp_path.iterdir() if p.suffix == ".cc"]
+    assert kernels and not [k for k in kernels if "transpose" in k], kernels
+
+
 def test_char_gpt_adamw_training_matches_eager():
     ref, m = gpt(), gpt()
     g = torch.Generator().manual_seed(2)

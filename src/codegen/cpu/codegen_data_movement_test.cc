@@ -148,6 +148,38 @@ TEST(CodegenDataMovement, ConcatenatedHeadMergesRunAsRowsOfTheHeadDim) {
                            FastOptions(dir.path()), ThreadParallelFor(3));
 }
 
+// A transpose that moves the innermost dim (an AOTAutograd weight gradient's t() of a
+// [K, N] product) runs its rows in blocks of 32 columns, each block over the chunk's rows,
+// so the source lines a block reads serve its next rows from cache; chunks that start
+// and end inside rows (ThreadParallelFor(3)) still compute every element once. A
+// transpose keeping the innermost dim in place is not tiled.
+TEST(CodegenDataMovement, TransposesOfTheInnermostDimRunInColumnBlocks) {
+  TempDir dir;
+  std::mt19937_64 rng(16);
+  Shape s(DType::kF32, {96, 160});
+  GraphBuilder b;
+  const NodeId x = b.Parameter(0, s);
+  b.SetOutputs({b.Multiply(b.Transpose(x, {1, 0}), b.Transpose(x, {1, 0}))});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto src = EmitKernelSource(*g);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_NE(src->code.find("jb += 32"), std::string::npos) << src->code;
+  ExpectMatchesInterpreter(*g, {RandomLiteral(s, rng)}, FastOptions(dir.path()),
+                           ThreadParallelFor(3));
+
+  Shape t(DType::kF32, {64, 8, 96});
+  GraphBuilder b2;
+  b2.SetOutputs({b2.Negate(b2.Transpose(b2.Parameter(0, t), {1, 0, 2}))});
+  auto g2 = b2.Build();
+  ASSERT_TRUE(g2.ok()) << g2.status().ToString();
+  auto src2 = EmitKernelSource(*g2);
+  ASSERT_TRUE(src2.ok()) << src2.status().ToString();
+  EXPECT_EQ(src2->code.find("jb += "), std::string::npos) << src2->code;
+  ExpectMatchesInterpreter(*g2, {RandomLiteral(t, rng)}, FastOptions(dir.path()),
+                           ThreadParallelFor(3));
+}
+
 TEST(CodegenDataMovement, GetTupleElementOfTupleForwards) {
   TempDir dir;
   std::mt19937_64 rng(12);

@@ -118,6 +118,15 @@ class KernelPlanner {
   // digits of the element number (plan_loop.cc).
   static constexpr int64_t kMinRowLength = 8;
   static constexpr size_t kMaxRowLengthTrials = 12;
+  // Whether the loop over `roots` (of dims `full`) reads a transpose that moves the
+  // innermost dim, reached through elementwise ops of those dims: consecutive elements
+  // of a row then read its operand a row apart. Such a phase's row loop runs in blocks
+  // of kTransposeTile columns (LoopNest), so the operand lines one block reads are
+  // still in cache for the block's next rows: an untiled 1024x1024 f32 transpose read
+  // each source line once per output row.
+  bool ReadsInnerTranspose(const std::vector<NodeId>& roots,
+                           const std::vector<int64_t>& full) const;
+  static constexpr int64_t kTransposeTile = 32;
   // Computes row-broadcast operands reached from `roots` once per row into
   // locals (ctx_.scalars). `outer` indexes the row's leading dims.
   void HoistRowInvariants(const std::vector<NodeId>& roots, const std::vector<int64_t>& full,

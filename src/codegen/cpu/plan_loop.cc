@@ -15,6 +15,7 @@
 // +-1 (checked once per call from the element at index 0, the same at every
 // index), and the loop as written otherwise.
 #include <algorithm>
+#include <set>
 
 #include "codegen/cpu/kernel_planner.h"
 #include "ember/ir/attributes.h"
@@ -178,13 +179,28 @@ void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool
   const std::vector<int64_t> outer_dims(n.shape.dims().begin(), n.shape.dims().end() - 1);
   const IndexExpr begin = IndexExpr::Variable("begin", 0, count);
   const IndexExpr end = IndexExpr::Variable("end", 0, count);
+  // A transposing phase with rows and columns enough for blocks: the columns in blocks
+  // of kTransposeTile, each block over the chunk's rows (ReadsInnerTranspose).
+  const int64_t tile = len == inner && inner >= 2 * kTransposeTile &&
+                               count / len >= kTransposeTile &&
+                               ReadsInnerTranspose(LoopRoots(ph), n.shape.dims())
+                           ? kTransposeTile
+                           : 0;
+  IndexExpr jb;
+  if (tile) jb = b->For("jb", LInt(0), LInt(len), 0, len - 1, tile);
   const IndexExpr row = b->For("row", LIndex(begin.FloorDiv(len)),
                                LIndex((end + (len - 1)).FloorDiv(len)), 0, count / len - 1);
   const IndexExpr base = row * len;
-  const LValue j0 = b->Let(DType::kS64, LSelect(LCmpExpr(LCmp::kGt, LIndex(begin - base), LInt(0)),
-                                                LIndex(begin - base), LInt(0), DType::kS64));
-  const LValue j1 = b->Let(DType::kS64, LSelect(LCmpExpr(LCmp::kLt, LIndex(end - base), LInt(len)),
-                                                LIndex(end - base), LInt(len), DType::kS64));
+  LValue j0 = b->Let(DType::kS64, LSelect(LCmpExpr(LCmp::kGt, LIndex(begin - base), LInt(0)),
+                                          LIndex(begin - base), LInt(0), DType::kS64));
+  LValue j1 = b->Let(DType::kS64, LSelect(LCmpExpr(LCmp::kLt, LIndex(end - base), LInt(len)),
+                                          LIndex(end - base), LInt(len), DType::kS64));
+  if (tile) {
+    j0 = b->Let(DType::kS64,
+                LSelect(LCmpExpr(LCmp::kGt, j0, LIndex(jb)), j0, LIndex(jb), DType::kS64));
+    j1 = b->Let(DType::kS64, LSelect(LCmpExpr(LCmp::kLt, j1, LIndex(jb + tile)), j1,
+                                     LIndex(jb + tile), DType::kS64));
+  }
   // The multi-index: the row's digits, the innermost one completed by j.
   std::vector<IndexExpr> ix;
   if (len == inner) {
@@ -197,7 +213,9 @@ void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool
   ctx_.scalars.clear();
   HoistRowInvariants(LoopRoots(ph), n.shape.dims(),
                      std::vector<IndexExpr>(ix.begin(), ix.begin() + (r - 1)), b);
-  const IndexExpr j = b->For("j", j0, j1, 0, len - 1, 1, /*simd=*/true);
+  // A tile's row reads its transposed operand a row apart: no simd clause there, which
+  // would make GCC gather each vector from as many lines.
+  const IndexExpr j = b->For("j", j0, j1, 0, len - 1, 1, /*simd=*/tile == 0);
   const int loop = b->current();
   if (len == inner) {
     ix.push_back(j);
@@ -215,7 +233,30 @@ void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool
   *used_digits = e.used_digits();
   b->Close();
   b->Close();
+  if (tile) b->Close();
   ctx_.scalars.clear();
+}
+
+bool KernelPlanner::ReadsInnerTranspose(const std::vector<NodeId>& roots,
+                                        const std::vector<int64_t>& full) const {
+  const int64_t rank = static_cast<int64_t>(full.size());
+  std::vector<NodeId> stack(roots.begin(), roots.end());
+  std::set<NodeId> seen;
+  while (!stack.empty()) {
+    const NodeId id = stack.back();
+    stack.pop_back();
+    if (!seen.insert(id).second) continue;
+    const Node& n = g_.node(id);
+    if (n.shape.is_tuple() || n.shape.dims() != full) continue;
+    if (ctx_.materialized.count(id) || ctx_.row_buffers.count(id)) continue;
+    if (n.op == OpKind::kTranspose) {
+      if (attr::Dimensions(n).back() != rank - 1) return true;
+      continue;
+    }
+    if (!IsElementwise(n.op)) continue;
+    for (NodeId o : n.operands) stack.push_back(o);
+  }
+  return false;
 }
 
 // Operands of row broadcasts (broadcast-in-dim repeating its operand along
