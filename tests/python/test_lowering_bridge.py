@@ -318,6 +318,21 @@ def test_same_logical_matmul_gives_same_bits_whatever_the_operand_layout(name, s
     close(v["leaf"], x @ w.t(), rtol=1e-5, atol=2e-6 * k)
 
 
+def _gemm_log(code):
+    """The stderr of `code` run in a fresh process (argv[1]: this folder) with
+    EMBER_LOG=gemm on the cpu backend: one line per GEMM call of the dot-general extern."""
+    env = dict(os.environ, EMBER_LOG="gemm", EMBER_BACKEND="cpu")
+    r = subprocess.run(
+        [sys.executable, "-c", code, os.path.dirname(__file__)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stderr
+
+
 def test_same_logical_matmul_makes_one_gemm_call():
     """The machine-independent form of the test above: the dot-general extern's GEMM
     call (EMBER_LOG=gemm: entry point, sizes, operand strides, dtypes, copies) is one and
@@ -333,16 +348,8 @@ def test_same_logical_matmul_makes_one_gemm_call():
         "    _matmul_variants(xd, wd)\n"
         "    print('-- next', file=sys.stderr, flush=True)\n"
     )
-    env = dict(os.environ, EMBER_LOG="gemm", EMBER_BACKEND="cpu")
-    r = subprocess.run(
-        [sys.executable, "-c", code, os.path.dirname(__file__)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    blocks = r.stderr.split("-- next")[: len(MATMUL_SHAPES)]
+    stderr = _gemm_log(code)
+    blocks = stderr.split("-- next")[: len(MATMUL_SHAPES)]
     for shapes, block in zip(MATMUL_SHAPES, blocks):
         calls = [ln for ln in block.splitlines() if ln.startswith("gemm: ")]
         assert len(calls) == 5, (shapes, calls)
@@ -417,17 +424,9 @@ def test_gemm_library_is_chosen_by_the_dot_alone():
         "    ember.sync()\n"
         "    print('-- expect', lib, file=sys.stderr, flush=True)\n"
     )
-    env = dict(os.environ, EMBER_LOG="gemm", EMBER_BACKEND="cpu")
-    r = subprocess.run(
-        [sys.executable, "-c", code, os.path.dirname(__file__)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    calls = [ln.split()[1] for ln in r.stderr.splitlines() if ln.startswith("gemm: ")]
-    assert calls == [lib for lib, _ in got], r.stderr[-3000:]
+    stderr = _gemm_log(code)
+    calls = [ln.split()[1] for ln in stderr.splitlines() if ln.startswith("gemm: ")]
+    assert calls == [lib for lib, _ in got], stderr[-3000:]
 
 
 @pytest.mark.parametrize("name", LOWERED)

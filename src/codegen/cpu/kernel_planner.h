@@ -22,6 +22,7 @@
 // docs/codegen.md describes the kernels they build.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -127,6 +128,11 @@ class KernelPlanner {
   bool ReadsInnerTranspose(const std::vector<NodeId>& roots,
                            const std::vector<int64_t>& full) const;
   static constexpr int64_t kTransposeTile = 32;
+  // Calls `visit` once on each node of dims `full` reached from `roots` through
+  // elementwise ops (materialized values and row buffers excluded), and goes on into the
+  // operands of an elementwise node for which it returns true.
+  void WalkRowNodes(const std::vector<NodeId>& roots, const std::vector<int64_t>& full,
+                    const std::function<bool(const Node&)>& visit) const;
   // Computes row-broadcast operands reached from `roots` once per row into
   // locals (ctx_.scalars). `outer` indexes the row's leading dims.
   void HoistRowInvariants(const std::vector<NodeId>& roots, const std::vector<int64_t>& full,

@@ -237,9 +237,8 @@ void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool
   ctx_.scalars.clear();
 }
 
-bool KernelPlanner::ReadsInnerTranspose(const std::vector<NodeId>& roots,
-                                        const std::vector<int64_t>& full) const {
-  const int64_t rank = static_cast<int64_t>(full.size());
+void KernelPlanner::WalkRowNodes(const std::vector<NodeId>& roots, const std::vector<int64_t>& full,
+                                 const std::function<bool(const Node&)>& visit) const {
   std::vector<NodeId> stack(roots.begin(), roots.end());
   std::set<NodeId> seen;
   while (!stack.empty()) {
@@ -249,14 +248,21 @@ bool KernelPlanner::ReadsInnerTranspose(const std::vector<NodeId>& roots,
     const Node& n = g_.node(id);
     if (n.shape.is_tuple() || n.shape.dims() != full) continue;
     if (ctx_.materialized.count(id) || ctx_.row_buffers.count(id)) continue;
-    if (n.op == OpKind::kTranspose) {
-      if (attr::Dimensions(n).back() != rank - 1) return true;
-      continue;
-    }
-    if (!IsElementwise(n.op)) continue;
+    if (!visit(n) || !IsElementwise(n.op)) continue;
     for (NodeId o : n.operands) stack.push_back(o);
   }
-  return false;
+}
+
+bool KernelPlanner::ReadsInnerTranspose(const std::vector<NodeId>& roots,
+                                        const std::vector<int64_t>& full) const {
+  const int64_t rank = static_cast<int64_t>(full.size());
+  bool found = false;
+  WalkRowNodes(roots, full, [&](const Node& n) {
+    if (n.op != OpKind::kTranspose) return !found;
+    found = found || attr::Dimensions(n).back() != rank - 1;
+    return false;
+  });
+  return found;
 }
 
 // Operands of row broadcasts (broadcast-in-dim repeating its operand along
@@ -267,28 +273,17 @@ bool KernelPlanner::ReadsInnerTranspose(const std::vector<NodeId>& roots,
 void KernelPlanner::HoistRowInvariants(const std::vector<NodeId>& roots,
                                        const std::vector<int64_t>& full,
                                        const std::vector<IndexExpr>& outer, LBuilder* b) {
-  std::vector<NodeId> stack(roots.begin(), roots.end());
-  std::set<NodeId> seen;
   std::vector<NodeId> hoist;
-  while (!stack.empty()) {
-    const NodeId id = stack.back();
-    stack.pop_back();
-    if (!seen.insert(id).second) continue;
-    const Node& n = g_.node(id);
-    if (n.shape.is_tuple() || n.shape.dims() != full) continue;
-    if (ctx_.materialized.count(id) || ctx_.row_buffers.count(id)) continue;
-    if (n.op == OpKind::kBroadcastInDim) {
-      const Node& op = g_.node(n.operands[0]);
-      const auto& map = attr::Dimensions(n);
-      const int k = op.shape.rank();
-      bool row = k >= 1 && k < static_cast<int>(full.size()) && k <= static_cast<int>(outer.size());
-      for (int i = 0; row && i < k; ++i) row = map[i] == i && op.shape.dim(i) == full[i];
-      if (row && op.op != OpKind::kConstant) hoist.push_back(op.id);
-      continue;
-    }
-    if (!IsElementwise(n.op)) continue;
-    for (NodeId o : n.operands) stack.push_back(o);
-  }
+  WalkRowNodes(roots, full, [&](const Node& n) {
+    if (n.op != OpKind::kBroadcastInDim) return true;
+    const Node& op = g_.node(n.operands[0]);
+    const auto& map = attr::Dimensions(n);
+    const int k = op.shape.rank();
+    bool row = k >= 1 && k < static_cast<int>(full.size()) && k <= static_cast<int>(outer.size());
+    for (int i = 0; row && i < k; ++i) row = map[i] == i && op.shape.dim(i) == full[i];
+    if (row && op.op != OpKind::kConstant) hoist.push_back(op.id);
+    return false;
+  });
   if (hoist.empty()) return;
   std::sort(hoist.begin(), hoist.end());
   hoist.erase(std::unique(hoist.begin(), hoist.end()), hoist.end());
