@@ -541,9 +541,7 @@ def _transposed_products(gm: torch.fx.GraphModule) -> int:
             v = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
             if isinstance(v, torch.Tensor):
                 node.meta["val"] = v.t()
-        if "val" in n.meta:
-            mm.meta["val"] = n.meta["val"]
-        mm.meta.update({k: v for k, v in n.meta.items() if k not in ("val",)})
+        mm.meta.update(n.meta)  # the same matrix: the swap's value and provenance
         n.replace_all_uses_with(mm)
         gm.graph.erase_node(n)
         gm.graph.erase_node(m)

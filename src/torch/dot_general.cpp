@@ -63,9 +63,10 @@ std::atomic<int64_t> g_gemm_copies{0};
 // it off (torch.backends.mkldnn.enabled), and the CPU has what mkldnn_matmul requires
 // for f32 (AVX-512 BW/VL/DQ).
 bool onednn_available() {
-  static const bool cpu = __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  return AT_MKLDNN_ENABLED() && cpu && at::globalContext().userEnabledMkldnn();
+  static const bool built = AT_MKLDNN_ENABLED() && __builtin_cpu_supports("avx512bw") &&
+                            __builtin_cpu_supports("avx512vl") &&
+                            __builtin_cpu_supports("avx512dq");
+  return built && at::globalContext().userEnabledMkldnn();
 }
 
 // Which library multiplies a dot's matrices: MKL's sgemm through ATen's mm/bmm (eager's
@@ -77,11 +78,10 @@ bool onednn_available() {
 // elements or a transposed one and 4096, and its call costs tens of microseconds more
 // on small products. Batches stay with bmm. The choice reads only the dot (dtypes,
 // sizes, operand strides as as_matrices gives them), so one logical program makes one
-// call: same program, same bits.
+// call: same program, same bits. `a` and `b` are the operands as_matrices gives, already
+// in the compute type `ct`; `ot` is the result's.
 bool use_onednn(const at::Tensor& a, const at::Tensor& b, at::ScalarType ct, at::ScalarType ot) {
-  if (ct != at::kFloat || ot != at::kFloat || a.scalar_type() != at::kFloat ||
-      b.scalar_type() != at::kFloat || a.size(0) != 1 || !onednn_available())
-    return false;
+  if (ct != at::kFloat || ot != at::kFloat || a.size(0) != 1 || !onednn_available()) return false;
   const int64_t M = a.size(1), K = a.size(2), N = b.size(2);
   if (2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) <
       static_cast<double>(int64_t{1} << 27))

@@ -7,6 +7,8 @@
 namespace ember::codegen {
 namespace {
 
+using testing::BuildKernel;
+using testing::BuiltKernel;
 using testing::ExpectMatchesInterpreter;
 using testing::FastOptions;
 using testing::RandomLiteral;
@@ -160,23 +162,17 @@ TEST(CodegenDataMovement, TransposesOfTheInnermostDimRunInColumnBlocks) {
   GraphBuilder b;
   const NodeId x = b.Parameter(0, s);
   b.SetOutputs({b.Multiply(b.Transpose(x, {1, 0}), b.Transpose(x, {1, 0}))});
-  auto g = b.Build();
-  ASSERT_TRUE(g.ok()) << g.status().ToString();
-  auto src = EmitKernelSource(*g);
-  ASSERT_TRUE(src.ok()) << src.status().ToString();
-  EXPECT_NE(src->code.find("jb += 32"), std::string::npos) << src->code;
-  ExpectMatchesInterpreter(*g, {RandomLiteral(s, rng)}, FastOptions(dir.path()),
+  const BuiltKernel moved = BuildKernel(b.Build(), dir.path());
+  EXPECT_NE(moved.source.find("jb += 32"), std::string::npos) << moved.source;
+  ExpectMatchesInterpreter(moved.g, {RandomLiteral(s, rng)}, FastOptions(dir.path()),
                            ThreadParallelFor(3));
 
   Shape t(DType::kF32, {64, 8, 96});
   GraphBuilder b2;
   b2.SetOutputs({b2.Negate(b2.Transpose(b2.Parameter(0, t), {1, 0, 2}))});
-  auto g2 = b2.Build();
-  ASSERT_TRUE(g2.ok()) << g2.status().ToString();
-  auto src2 = EmitKernelSource(*g2);
-  ASSERT_TRUE(src2.ok()) << src2.status().ToString();
-  EXPECT_EQ(src2->code.find("jb += "), std::string::npos) << src2->code;
-  ExpectMatchesInterpreter(*g2, {RandomLiteral(t, rng)}, FastOptions(dir.path()),
+  const BuiltKernel kept = BuildKernel(b2.Build(), dir.path());
+  EXPECT_EQ(kept.source.find("jb += "), std::string::npos) << kept.source;
+  ExpectMatchesInterpreter(kept.g, {RandomLiteral(t, rng)}, FastOptions(dir.path()),
                            ThreadParallelFor(3));
 }
 

@@ -105,10 +105,13 @@ class KernelPlanner {
                       const IndexExpr& lin);
   void LoopPhase(Phase* ph, LFunction* f);
   // Builds one loop over the phase into `b`: flat (row_len == 0) or by rows
-  // of row_len elements (a divisor of the innermost dim). `used_digits`: an
-  // index kept a digit of the element number (flat) or of the row's counter.
-  void LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool* used_digits);
-  // LoopNest on a detached block of `f` (discarded): only `digits` is kept.
+  // of row_len elements (a divisor of the innermost dim); with `tile` > 0 (rows of the
+  // whole innermost dim: ColumnTile) the rows' columns in blocks of `tile`, each block
+  // over the chunk's rows. `used_digits`: an index kept a digit of the element number
+  // (flat) or of the row's counter.
+  void LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, int64_t tile, bool* used_digits);
+  // LoopNest on a detached block of `f` (discarded), unblocked (blocking leaves every
+  // index as it is): only `digits` is kept.
   void TrialLoopNest(const Phase& ph, LFunction* f, int64_t row_len, bool* digits);
   // The row length of a phase whose flat loop needs digits: the innermost
   // dim, else the longest divisor of it (>= kMinRowLength, at most
@@ -119,14 +122,13 @@ class KernelPlanner {
   // digits of the element number (plan_loop.cc).
   static constexpr int64_t kMinRowLength = 8;
   static constexpr size_t kMaxRowLengthTrials = 12;
-  // Whether the loop over `roots` (of dims `full`) reads a transpose that moves the
-  // innermost dim, reached through elementwise ops of those dims: consecutive elements
-  // of a row then read its operand a row apart. Such a phase's row loop runs in blocks
-  // of kTransposeTile columns (LoopNest), so the operand lines one block reads are
-  // still in cache for the block's next rows: an untiled 1024x1024 f32 transpose read
-  // each source line once per output row.
-  bool ReadsInnerTranspose(const std::vector<NodeId>& roots,
-                           const std::vector<int64_t>& full) const;
+  // The column block of a phase's rows of `row_len` elements: kTransposeTile when the
+  // rows are the whole innermost dim (64+ columns, 32+ rows) and the loop reads a
+  // transpose that moves the innermost dim, reached through elementwise ops of the
+  // phase's dims (consecutive elements of a row then read its operand a row apart), so
+  // the operand lines one block reads are still in cache for the block's next rows (an
+  // untiled 1024x1024 f32 transpose read each source line once per output row); else 0.
+  int64_t ColumnTile(const Phase& ph, int64_t row_len) const;
   static constexpr int64_t kTransposeTile = 32;
   // Calls `visit` once on each node of dims `full` reached from `roots` through
   // elementwise ops (materialized values and row buffers excluded), and goes on into the

@@ -94,11 +94,12 @@ void KernelPlanner::LoopPhase(Phase* ph, LFunction* f) {
     // faster flat.
     if (digits && n.shape.dim(n.shape.rank() - 1) >= kMinRowLength) row_len = RowLength(*ph, f);
   }
+  const int64_t tile = ColumnTile(*ph, row_len);
   LBuilder b(f, &var_counter_);
   bool unused;
   const std::vector<F32MulAdd> mas = FindF32MulAdds(g_, LoopRoots(*ph));
   if (mas.empty()) {
-    LoopNest(*ph, &b, row_len, &unused);
+    LoopNest(*ph, &b, row_len, tile, &unused);
     return;
   }
   b.Comment("f32 multiply-adds with factors of +-1 in f32 (f32_muladd.h)");
@@ -113,10 +114,10 @@ void KernelPlanner::LoopPhase(Phase* ph, LFunction* f) {
   UseSites(ge);
   b.If(cond);
   for (const F32MulAdd& m : mas) ctx_.f32_muladds[m.root] = m;
-  LoopNest(*ph, &b, row_len, &unused);
+  LoopNest(*ph, &b, row_len, tile, &unused);
   ctx_.f32_muladds.clear();
   b.Else();
-  LoopNest(*ph, &b, row_len, &unused);
+  LoopNest(*ph, &b, row_len, tile, &unused);
   b.Close();
 }
 
@@ -124,7 +125,7 @@ void KernelPlanner::TrialLoopNest(const Phase& ph, LFunction* f, int64_t row_len
   int vc = var_counter_;
   LBuilder trial(f, &vc, f->NewBlock());
   const std::set<int> sites = phase_sites_;
-  LoopNest(ph, &trial, row_len, digits);
+  LoopNest(ph, &trial, row_len, 0, digits);
   phase_sites_ = sites;
 }
 
@@ -155,7 +156,8 @@ void KernelPlanner::StoreLoopRoots(const Phase& ph, ElementBuilder* e, LBuilder*
              vals[k]);
 }
 
-void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool* used_digits) {
+void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, int64_t tile,
+                             bool* used_digits) {
   const Node& n = g_.node(ph.node);
   const int64_t count = n.shape.num_elements();
   LFunction* f = b->function();
@@ -179,13 +181,6 @@ void KernelPlanner::LoopNest(const Phase& ph, LBuilder* b, int64_t row_len, bool
   const std::vector<int64_t> outer_dims(n.shape.dims().begin(), n.shape.dims().end() - 1);
   const IndexExpr begin = IndexExpr::Variable("begin", 0, count);
   const IndexExpr end = IndexExpr::Variable("end", 0, count);
-  // A transposing phase with rows and columns enough for blocks: the columns in blocks
-  // of kTransposeTile, each block over the chunk's rows (ReadsInnerTranspose).
-  const int64_t tile = len == inner && inner >= 2 * kTransposeTile &&
-                               count / len >= kTransposeTile &&
-                               ReadsInnerTranspose(LoopRoots(ph), n.shape.dims())
-                           ? kTransposeTile
-                           : 0;
   IndexExpr jb;
   if (tile) jb = b->For("jb", LInt(0), LInt(len), 0, len - 1, tile);
   const IndexExpr row = b->For("row", LIndex(begin.FloorDiv(len)),
@@ -253,16 +248,18 @@ void KernelPlanner::WalkRowNodes(const std::vector<NodeId>& roots, const std::ve
   }
 }
 
-bool KernelPlanner::ReadsInnerTranspose(const std::vector<NodeId>& roots,
-                                        const std::vector<int64_t>& full) const {
-  const int64_t rank = static_cast<int64_t>(full.size());
+int64_t KernelPlanner::ColumnTile(const Phase& ph, int64_t row_len) const {
+  const std::vector<int64_t>& dims = g_.node(ph.node).shape.dims();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  if (rank < 2 || row_len != dims.back() || row_len < 2 * kTransposeTile ||
+      g_.node(ph.node).shape.num_elements() / row_len < kTransposeTile)
+    return 0;
   bool found = false;
-  WalkRowNodes(roots, full, [&](const Node& n) {
-    if (n.op != OpKind::kTranspose) return !found;
-    found = found || attr::Dimensions(n).back() != rank - 1;
-    return false;
+  WalkRowNodes(LoopRoots(ph), dims, [&](const Node& n) {
+    found = found || (n.op == OpKind::kTranspose && attr::Dimensions(n).back() != rank - 1);
+    return !found && n.op != OpKind::kTranspose;
   });
-  return found;
+  return found ? kTransposeTile : 0;
 }
 
 // Operands of row broadcasts (broadcast-in-dim repeating its operand along
