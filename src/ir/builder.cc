@@ -298,9 +298,10 @@ NodeId GraphBuilder::Convolution(NodeId lhs, NodeId rhs, const ConvConfig& confi
 }
 
 NodeId GraphBuilder::CustomCall(std::string target, std::vector<NodeId> operands, Shape result,
-                                std::string backend_config) {
+                                std::string backend_config, std::vector<int64_t> aliasing) {
   Attrs attrs{{attr::CallTargetName.key, std::move(target)}};
   if (!backend_config.empty()) attrs.Set(attr::BackendConfig.key, std::move(backend_config));
+  if (!aliasing.empty()) attrs.Set(attr::OutputToOperandAliasing.key, std::move(aliasing));
   return AddNode(OpKind::kCustomCall, std::move(operands), std::move(attrs), std::move(result));
 }
 

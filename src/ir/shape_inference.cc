@@ -95,6 +95,8 @@ class Checker {
   }
 
   const Shape& operand(size_t i) const { return operands_[i]; }
+  int64_t num_operands() const { return static_cast<int64_t>(operands_.size()); }
+  const Attrs& attrs() const { return attrs_; }
   OpKind op() const { return op_; }
 
  private:
@@ -511,7 +513,23 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
         std::string target;
         EMBER_RETURN_IF_ERROR(c.Str(attr::CallTargetName, &target));
         if (target.empty()) return c.Error("call_target_name must not be empty");
-        return RequireDeclared(c, declared);
+        EMBER_ASSIGN_OR_RETURN(Shape result, RequireDeclared(c, declared));
+        if (attr::OutputToOperandAliasing.In(c.attrs())) {
+          // Each {tuple index, operand index} pair: an element of the tuple result with
+          // exactly its operand's shape.
+          std::vector<int64_t> pairs;
+          EMBER_RETURN_IF_ERROR(c.Ints(attr::OutputToOperandAliasing, &pairs, -1));
+          if (pairs.size() % 2 != 0 || !result.is_tuple())
+            return c.Error("output_to_operand_aliasing must pair tuple elements with operands");
+          for (size_t i = 0; i < pairs.size(); i += 2) {
+            const int64_t e = pairs[i], o = pairs[i + 1];
+            if (e < 0 || e >= static_cast<int64_t>(result.tuple_shapes().size()) || o < 0 ||
+                o >= c.num_operands() || result.tuple_shapes()[e] != c.operand(o))
+              return c.Error("output_to_operand_aliasing pair {", e, ",", o,
+                             "}: the element and the operand must exist and have one shape");
+          }
+        }
+        return result;
       }
       EMBER_RETURN_IF_ERROR(c.AllArrays());
       return Shape::Tuple(ops);

@@ -49,14 +49,14 @@ Status CopyLiteralInto(Literal& dst, const Literal& src) {
 
 }  // namespace
 
+// Bytes a buffer owns (borrowed ones, tuple elements included, are their owner's).
 int64_t LiteralBytes(const Literal& lit) {
-  int64_t n = lit.size_bytes();
+  int64_t n = lit.is_borrowed() ? 0 : lit.size_bytes();
   for (const Literal& e : lit.tuple_elements()) n += LiteralBytes(e);
   return n;
 }
 
-Buffer::Buffer(Literal value)
-    : value_(std::move(value)), accounted_bytes_(value_.is_borrowed() ? 0 : LiteralBytes(value_)) {
+Buffer::Buffer(Literal value) : value_(std::move(value)), accounted_bytes_(LiteralBytes(value_)) {
   int64_t now =
       g_bytes_in_use.fetch_add(accounted_bytes_, std::memory_order_relaxed) + accounted_bytes_;
   RaisePeak(now);

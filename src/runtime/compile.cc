@@ -485,15 +485,18 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   // An element of an extern's tuple result is read in place by its readers (a slot
   // read with a tuple index), not copied out by an interpreted step, and so is one that
   // is a graph output (Run returns a buffer over the element: a convolution backward's
-  // weight gradient); one that an output aliases to a parameter (donation) keeps its
-  // own slot.
+  // weight gradient). kInterpreter: one that an output aliases to a parameter (donation)
+  // keeps its own slot, for the copy into the parameter; kCpu reads it through too (the
+  // extern writes it in the parameter's buffer where it may, step 4).
   std::vector<bool> read_through(n, false);
   for (NodeId id = 0; id < n; ++id) {
     const Node& node = g.node(id);
     read_through[id] =
         live[id] && node.op == OpKind::kGetTupleElement && is_extern(g.node(node.operands[0]));
   }
-  for (const auto& [o, p] : g.aliases()) read_through[g.outputs()[o]] = false;
+  if (!cpu) {
+    for (const auto& [o, p] : g.aliases()) read_through[g.outputs()[o]] = false;
+  }
 
   // 2. Groups.
   std::vector<Group> groups;
@@ -792,6 +795,40 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
       if (last_reader[p] == k && !reads_only_into(st, p, j)) continue;
       st.write_into_param.resize(st.writes.size(), -1);
       st.write_into_param[j] = p;
+    }
+    // An extern's tuple element declared to alias an operand (output_to_operand_aliasing)
+    // goes into the buffer of that operand's parameter when the element is a donated
+    // output of that parameter, read through: the parameter is not returned and reaches
+    // the extern once, no step after the extern reads it, and nothing after it can fail
+    // (an extern that fails has checked its arguments before writing: the fused
+    // optimizers; the run then names the parameters as overwritten).
+    std::map<NodeId, int> extern_step;  // extern node -> its step
+    for (size_t k = 0; k < steps.size(); ++k) {
+      if (steps[k].kind == StepKind::kExtern) extern_step[steps[k].nodes[0]] = static_cast<int>(k);
+    }
+    for (const auto& [o, p] : g.aliases()) {
+      const NodeId v = g.outputs()[o];
+      if (!read_through[v]) continue;
+      const Node& gte = g.node(v);
+      const Node& ext = g.node(gte.operands[0]);
+      const std::vector<int64_t>& pairs = attr::OutputToOperandAliasing(ext);
+      const int64_t j = attr::Index(gte);
+      const NodeId param = g.parameters()[p];
+      int64_t operand = -1;
+      for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+        if (pairs[i] == j) operand = pairs[i + 1];
+      }
+      auto ks = extern_step.find(ext.id);
+      if (operand < 0 || ext.operands[operand] != param || ks == extern_step.end()) continue;
+      const int k = ks->second;
+      if (std::count(ext.operands.begin(), ext.operands.end(), param) != 1 ||
+          std::count(g.outputs().begin(), g.outputs().end(), param) != 0 ||
+          std::count(g.outputs().begin(), g.outputs().end(), v) != 1 || last_reader[p] > k ||
+          fails_from[k + 1])
+        continue;
+      Step& st = steps[k];
+      st.element_into_param.resize(ext.shape.tuple_shapes().size(), -1);
+      st.element_into_param[j] = p;
     }
   } else {
     std::set<int> donation_targets;

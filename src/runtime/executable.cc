@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include "ember/eval/interpreter.h"
 #include "ember/runtime/step_observer.h"
@@ -104,9 +105,36 @@ bool HasShape(const Literal& lit, const Shape& shape) {
   return true;
 }
 
-Status RunExtern(const Step& step, std::vector<BufferRef>& slots) {
+// The result buffer of an extern step: an array, or a tuple whose elements are
+// uninitialized bytes of their own or, per Step::element_into_param, a donated
+// parameter's buffer (recorded in `overwritten`: the extern may write it).
+BufferRef ExternResult(const Step& step, const std::vector<BufferRef>& args,
+                       const std::vector<bool>& donated, std::vector<int>& overwritten) {
+  const Shape& shape = step.extern_node.shape;
+  if (!shape.is_tuple()) return Buffer::Uninitialized(shape);
+  std::vector<Literal> elements;
+  elements.reserve(shape.tuple_shapes().size());
+  for (size_t j = 0; j < shape.tuple_shapes().size(); ++j) {
+    const Shape& es = shape.tuple_shapes()[j];
+    const int p = j < step.element_into_param.size() ? step.element_into_param[j] : -1;
+    if (p >= 0 && donated[p]) {
+      StatusOr<Literal> b = Literal::Borrow(es, args[p]->data(), args[p]);
+      if (b.ok()) {
+        elements.push_back(std::move(b).value());
+        overwritten.push_back(p);
+        continue;
+      }
+    }
+    elements.push_back(es.is_tuple() ? Literal(es) : Literal::Uninitialized(es));
+  }
+  return Buffer::FromLiteral(Literal::Tuple(std::move(elements)));
+}
+
+Status RunExtern(const Step& step, std::vector<BufferRef>& slots,
+                 const std::vector<BufferRef>& args, const std::vector<bool>& donated,
+                 std::vector<int>& overwritten) {
   EMBER_ASSIGN_OR_RETURN(auto inputs, ResolveAll(slots, step.reads));
-  BufferRef out = Buffer::Uninitialized(step.extern_node.shape);
+  BufferRef out = ExternResult(step, args, donated, overwritten);
   ExternCall call;
   call.node = &step.extern_node;
   call.inputs = std::move(inputs);
@@ -330,11 +358,18 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
   // A buffer passed in two places is never donated: overwriting it would
   // change the other argument.
   std::vector<bool> donated(num_params, false);
-  for (size_t p = 0; p < num_params && p < options.donated.size(); ++p) {
-    if (!options.donated[p]) continue;
-    bool shared = false;
-    for (size_t q = 0; q < num_params; ++q) shared |= (q != p && args[q] == args[p]);
-    donated[p] = !shared;
+  {
+    std::unordered_map<const Buffer*, int> uses;  // argument buffer -> how many places
+    for (size_t p = 0; p < num_params && p < options.donated.size(); ++p) {
+      if (options.donated[p]) uses.emplace(args[p].get(), 0);
+    }
+    for (size_t q = 0; q < num_params && !uses.empty(); ++q) {
+      auto it = uses.find(args[q].get());
+      if (it != uses.end()) it->second++;
+    }
+    for (size_t p = 0; p < num_params && p < options.donated.size(); ++p) {
+      donated[p] = options.donated[p] && uses[args[p].get()] == 1;
+    }
   }
 
   std::vector<BufferRef> slots(num_slots_);
@@ -370,7 +405,7 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
     try {
       switch (step.kind) {
         case StepKind::kExtern:
-          st = RunExtern(step, slots);
+          st = RunExtern(step, slots, args, donated, overwritten);
           break;
         case StepKind::kInterpret:
           st = RunInterpret(step, slots);

@@ -33,9 +33,20 @@ std::vector<double> Values(const Literal& lit) {
 //  test.identity:  out = in (any array)
 //  test.split2:    f32[2n] -> (f32[n], f32[n]) halves
 //  test.fail:      always OutOfRange
+//  test.accumulate: (a, b) -> (a + b, b) (f32 arrays), elementwise, so element 0 may be
+//                  a's own buffer; g_accumulate_in_place says whether it was
+bool g_accumulate_in_place = false;
 void RegisterTestExterns() {
   static bool done = [] {
     auto& reg = ExternRegistry::Global();
+    reg.Register("test.accumulate", [](ExternCall& c) -> Status {
+      g_accumulate_in_place = c.outputs[0]->data() == c.inputs[0]->data();
+      for (int64_t i = 0; i < c.inputs[0]->num_elements(); ++i) {
+        c.outputs[0]->SetDouble(i, c.inputs[0]->GetDouble(i) + c.inputs[1]->GetDouble(i));
+        c.outputs[1]->SetDouble(i, c.inputs[1]->GetDouble(i));
+      }
+      return OkStatus();
+    });
     reg.Register("test.add-one", [](ExternCall& c) -> Status {
       for (int64_t i = 0; i < c.inputs[0]->num_elements(); ++i)
         c.outputs[0]->SetDouble(i, c.inputs[0]->GetDouble(i) + 1.0);
@@ -468,6 +479,63 @@ TEST(ExecutableDonationTest, DonatedInputIsOverwrittenInPlace) {
   EXPECT_EQ((*out)[0]->data(), x_data);
   EXPECT_EQ(Values(x->literal()), (std::vector<double>{11, 22, 33, 44}));
   EXPECT_EQ(Values(y->literal()), (std::vector<double>{10, 20, 30, 40}));
+}
+
+// kCpu: an extern's tuple element declared aliasing its operand
+// (output_to_operand_aliasing) is written in the donated parameter's buffer and
+// returned as that memory; undonated, the element has a buffer of its own and the
+// argument is untouched. An element aliasing a parameter read after the extern keeps
+// its own buffer.
+TEST(ExecutableDonationTest, ExternElementAliasingItsOperandIsWrittenInPlace) {
+  RegisterTestExterns();
+  for (const bool read_after : {false, true}) {
+    GraphBuilder b("accumulate");
+    NodeId a = b.Parameter(0, F32({4}));
+    NodeId g = b.Parameter(1, F32({4}));
+    NodeId t =
+        b.CustomCall("test.accumulate", {a, g}, Shape::Tuple({F32({4}), F32({4})}), "", {0, 0});
+    NodeId sum = b.GetTupleElement(t, 0);
+    std::vector<NodeId> outs = {sum, b.GetTupleElement(t, 1)};
+    if (read_after) outs.push_back(b.Multiply(a, b.GetTupleElement(t, 1)));
+    b.SetOutputs(outs);
+    b.SetAlias(0, 0);
+    Graph graph = BuildOrDie(b);
+    CompileOptions opts;
+    opts.backend = Backend::kCpu;
+    auto exe = Compile(graph, opts);
+    ASSERT_TRUE(exe.ok()) << exe.status().ToString();
+    EXPECT_EQ(CountSteps(*exe, StepKind::kInterpret), 0) << exe->DebugString();
+    for (const bool donate : {false, true}) {
+      BufferRef ab = FBuf({4}, {1, 2, 3, 4}), gb = FBuf({4}, {10, 20, 30, 40});
+      ExecuteOptions eo;
+      eo.donated = {donate, false};
+      auto out = exe->Run({ab, gb}, eo);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      const bool in_place = donate && !read_after;
+      EXPECT_EQ(g_accumulate_in_place, in_place) << donate << read_after;
+      EXPECT_EQ((*out)[0]->data() == ab->data(), in_place) << donate << read_after;
+      EXPECT_EQ(Values((*out)[0]->literal()), (std::vector<double>{11, 22, 33, 44}));
+      EXPECT_EQ(Values((*out)[1]->literal()), (std::vector<double>{10, 20, 30, 40}));
+      if (read_after) {
+        EXPECT_EQ(Values((*out)[2]->literal()), (std::vector<double>{10, 40, 90, 160}));
+      }
+      if (!in_place) EXPECT_EQ(Values(ab->literal()), (std::vector<double>{1, 2, 3, 4}));
+    }
+  }
+}
+
+TEST(ExecutableDonationTest, OutputToOperandAliasingMustPairEqualShapes) {
+  GraphBuilder b("bad_alias");
+  NodeId a = b.Parameter(0, F32({4}));
+  NodeId g = b.Parameter(1, F32({2}));
+  NodeId t =
+      b.CustomCall("test.accumulate", {a, g}, Shape::Tuple({F32({4}), F32({4})}), "", {0, 1});
+  b.SetOutputs({b.GetTupleElement(t, 0)});
+  auto built = b.Build();
+  ASSERT_FALSE(built.ok());
+  EXPECT_NE(built.status().message().find("output_to_operand_aliasing pair {0,1}"),
+            std::string::npos)
+      << built.status().ToString();
 }
 
 TEST(ExecutableDonationTest, ArgumentPassedTwiceIsNotDonated) {

@@ -2,12 +2,14 @@
 #include "aten_step.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <map>
 #include <mutex>
 #include <unordered_set>
 
+#include "ember/runtime/thread_pool.h"
 #include "op_schema.h"
 
 namespace ember_torch {
@@ -126,6 +128,58 @@ std::optional<c10::OperatorHandle> find_inplace_variant(const c10::OperatorHandl
   return h;
 }
 
+// Whether in-place op `h` (written arguments `written`) computes index by index over its
+// tensor lists, so that slices of the lists give the same values as the whole call:
+// the fused optimizers and the `_foreach_*_` ops, when every written argument is a list
+// (not, e.g., `_amp_foreach_non_finite_check_and_unscale_`, which writes one shared flag).
+bool index_wise_lists(const c10::OperatorHandle& h, const std::vector<int>& written) {
+  const std::string& name = h.schema().name();
+  if (name.rfind("aten::_fused_", 0) != 0 && name.rfind("aten::_foreach_", 0) != 0) return false;
+  for (int i : written) {
+    if (h.schema().arguments()[i].type()->kind() != c10::TypeKind::ListType) return false;
+  }
+  return !written.empty();
+}
+
+// Runs in-place op `op` on `stack` (its arguments). With `split`, a call whose tensor
+// lists have one length of at least 2 runs as one parallel loop over slices of the
+// lists (empty lists stay empty): ATen's loop per tensor runs serially inside it
+// (at::parallel_for in a parallel region), one thread team wake-up for the call instead
+// of one per tensor.
+void call_inplace(const c10::OperatorHandle& op, torch::jit::Stack& stack, bool split) {
+  int64_t n = -1;
+  for (const auto& v : stack) {
+    if (!split || !v.isTensorList()) continue;
+    const int64_t len = static_cast<int64_t>(v.toTensorList().size());
+    if (len == 0) continue;
+    if (n >= 0 && len != n) n = -2;
+    if (n != -2) n = len;
+  }
+  if (n < 2 || at::get_num_threads() < 2 || at::in_parallel_region()) {
+    op.callBoxed(&stack);
+    return;
+  }
+  const int64_t threads = at::get_num_threads();
+  // The runtime's parallel-for is ATen's pool (aten_parallel.cpp: this file is not
+  // compiled with OpenMP, where at::parallel_for would run serially).
+  ember::RuntimeParallelFor()(0, n, (n + threads - 1) / threads, [&](int64_t b, int64_t e) {
+    torch::jit::Stack part;
+    part.reserve(stack.size());
+    for (const auto& v : stack) {
+      if (!v.isTensorList() || v.toTensorList().empty()) {
+        part.push_back(v);
+        continue;
+      }
+      c10::List<at::Tensor> l;
+      const c10::List<at::Tensor> all = v.toTensorList();
+      l.reserve(static_cast<size_t>(e - b));
+      for (int64_t i = b; i < e; ++i) l.push_back(all.get(static_cast<size_t>(i)));
+      part.emplace_back(std::move(l));
+    }
+    op.callBoxed(&part);
+  });
+}
+
 at::Tensor conform(const at::Tensor& r, const TensorMeta& m, bool view, bool* copied) {
   bool same =
       r.sizes().vec() == m.sizes && r.strides().vec() == m.strides && r.scalar_type() == m.dtype;
@@ -148,6 +202,7 @@ AtenStep make_aten_step(const Node& n, const std::function<int(int)>& tensor_ref
   st.name = op_name(n.op->schema());
   st.out_op = find_out_overload(*n.op, n);
   if (!st.out_op) st.inplace_op = find_inplace_variant(*n.op, n, &st.inplace_args);
+  st.split_lists = st.inplace_op && index_wise_lists(*st.inplace_op, st.inplace_args);
   st.args = n.args;
   st.written = n.written;
   int& scalar_idx = *next_scalar;
@@ -298,7 +353,7 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
         v = std::move(l);
       }
     }
-    st.inplace_op->callBoxed(&stack);
+    call_inplace(*st.inplace_op, stack, st.split_lists);
     return results;
   }
   bool use_out = st.out_op.has_value() && out_overload_ok(*st.out_op);

@@ -30,6 +30,11 @@ struct AtenStep {
   // in the order of the functional op's returns.
   std::optional<c10::OperatorHandle> inplace_op;
   std::vector<int> inplace_args;
+  // The in-place op works index by index over its tensor lists (a fused optimizer, a
+  // `_foreach_*_` op: every written argument a list): a long call runs as one parallel
+  // loop over slices of the lists, each slice's kernels serial inside it, not as a
+  // parallel loop per tensor (index_wise_lists, aten_step.cpp).
+  bool split_lists = false;
   std::vector<c10::IValue> args;  // template
   std::vector<ArgKind> kinds;
   std::vector<std::vector<int>> refs;

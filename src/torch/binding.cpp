@@ -342,8 +342,17 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
   // each look unreferenced to a later sync, which could then donate one and so
   // overwrite the other's values. A view root shares the storage of the root that
   // wraps the buffer (as eager's view shares its base's); any other root is copied.
-  ska::flat_hash_map<const ember::Buffer*, size_t> wrapped_by;  // buffer -> root wrapping it
+  // Buffers are compared by their bytes: an extern's tuple element comes back as a
+  // buffer of its own over the element (or over a donated argument it was written in).
+  ska::flat_hash_map<const void*, size_t> wrapped_by;  // bytes -> root wrapping them
   wrapped_by.reserve(res->size());
+  // The donated argument each argument's bytes belong to (an output there was written
+  // in place), and the argument over any argument's bytes.
+  ska::flat_hash_map<const void*, size_t> arg_at;
+  arg_at.reserve(args.size());
+  for (size_t a = 0; a < args.size(); ++a) {
+    if (arg_tensors[a].defined() && args[a]->data()) arg_at.emplace(args[a]->data(), a);
+  }
   out.outputs.reserve(res->size());
   for (size_t i = 0; i < res->size(); ++i) {
     if (!wanted.empty() && !wanted[i]) {
@@ -352,8 +361,13 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
     }
     const ember::BufferRef& buf = (*res)[i];
     const TensorMeta* m = &p.output_metas[i];
-    bool borrowed = buf->literal().is_borrowed();
-    auto w = wrapped_by.find(buf.get());
+    const void* bytes = buf->data();
+    // Borrowed: an argument's bytes (an input returned, or a donated one written in
+    // place), or an extern's tuple element (copied out below: a tensor over it would
+    // keep the whole tuple alive).
+    const bool borrowed = buf->literal().is_borrowed();
+    auto at_arg = borrowed && bytes ? arg_at.find(bytes) : arg_at.end();
+    auto w = bytes ? wrapped_by.find(bytes) : wrapped_by.end();
     if (w != wrapped_by.end()) {
       const at::Tensor& base = out.outputs[w->second];
       if (p.output_views[i] && m->offset == 0 && row_major(m->sizes, m->strides) &&
@@ -371,28 +385,20 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
       }
       continue;
     }
-    bool donated_out = false;
-    if (borrowed && !donated.empty()) {
-      for (size_t a = 0; a < args.size(); ++a)
-        donated_out |= args[a] == buf && eo.donated.size() > a && eo.donated[a];
-    }
+    const bool donated_out =
+        at_arg != arg_at.end() && eo.donated.size() > at_arg->second && eo.donated[at_arg->second];
     if (m->offset == 0 && row_major(m->sizes, m->strides) && (!borrowed || donated_out)) {
       if (borrowed) {
-        // A donated input written in place: its tensor is the result.
-        for (size_t a = 0; a < args.size(); ++a) {
-          if (args[a] == buf && arg_tensors[a].defined()) {
-            // A tensor of its own over the input's storage, not a view of the input
-            // tensor (a view would keep the input alive as its base: one more storage
-            // reference, and the next step could not donate the buffer).
-            const at::Tensor& t = arg_tensors[a];
-            out.outputs.push_back(tensor_over(t.storage(), t.storage_offset(), m->sizes, m->strides,
-                                              t.scalar_type()));
-            break;
-          }
-        }
+        // A donated input written in place: its tensor is the result, a tensor of its
+        // own over the input's storage, not a view of the input tensor (a view would
+        // keep the input alive as its base: one more storage reference, and the next
+        // step could not donate the buffer).
+        const at::Tensor& t = arg_tensors[at_arg->second];
+        out.outputs.push_back(
+            tensor_over(t.storage(), t.storage_offset(), m->sizes, m->strides, t.scalar_type()));
       } else {
         out.outputs.push_back(wrap_buffer(buf, *m));
-        wrapped_by[buf.get()] = i;
+        if (bytes) wrapped_by[bytes] = i;
       }
       continue;
     }

@@ -17,6 +17,7 @@
 #include <torch/library.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bridge.h"
@@ -91,19 +92,36 @@ struct FusedFunctionalizeKernel final : c10::OperatorKernel {
   c10::OperatorHandle functional;
 };
 
-}  // namespace
+// Meta kernel of an in-place fused optimizer op that torch 2.13 has none for
+// (`_fused_sgd_`, `_fused_adagrad_` and the `tensor_lr` overloads; `_fused_adam(w)_`
+// have Python ones): the op writes its lists in place, so its meta effect is the check
+// eager's CPU kernel makes first, every non-empty tensor list as long as the first.
+void fused_optimizer_meta(const c10::OperatorHandle& op, c10::DispatchKeySet,
+                          torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  const size_t n = args.size(), base = stack->size() - n;
+  int64_t len = -1;
+  for (size_t i = 0; i < n; ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    if (!v.isTensorList()) continue;
+    const int64_t l = static_cast<int64_t>(v.toTensorList().size());
+    if (len < 0) len = l;
+    TORCH_CHECK(l == 0 || l == len, op.schema().name(), ": '", args[i].name(), "' has ", l,
+                " tensors; expected ", len, " (one per parameter) or none");
+  }
+  torch::jit::drop(*stack, n);
+}
 
-// Registers the kernel above on `flib` (aten, Functionalize) for every in-place
-// `aten::_fused_*_` op whose written arguments are all tensor lists and that has a
-// functional variant of the same overload. Call it before wrapping the mutating ops'
-// Functionalize kernels (their wrapper then calls this one).
-void register_fused_optimizer_functionalize(torch::Library& flib) {
+// Every in-place `aten::_fused_*_` op whose written arguments are all tensor lists, with
+// its name as registered under `aten` ("_fused_adamw_" or "_fused_sgd_.tensor_lr").
+std::vector<std::pair<c10::OperatorHandle, std::string>> fused_list_ops() {
+  std::vector<std::pair<c10::OperatorHandle, std::string>> ops;
   auto& d = c10::Dispatcher::singleton();
   for (const auto& name : d.getAllOpNames()) {
     const std::string& op = name.name;
     if (op.rfind("aten::_fused_", 0) != 0 || op.back() != '_') continue;
     auto h = d.findOp(name);
-    if (!h || !h->hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) continue;
+    if (!h) continue;
     bool lists_only = true, writes = false;
     for (const auto& a : h->schema().arguments()) {
       if (!a.alias_info() || !a.alias_info()->isWrite()) continue;
@@ -111,14 +129,44 @@ void register_fused_optimizer_functionalize(torch::Library& flib) {
       lists_only = lists_only && a.type()->kind() == c10::TypeKind::ListType;
     }
     if (!writes || !lists_only) continue;
-    auto functional = d.findOp(c10::OperatorName(op.substr(0, op.size() - 1), name.overload_name));
-    if (!functional) continue;
     std::string qual = op.substr(6);
     if (!name.overload_name.empty()) qual += "." + name.overload_name;
+    ops.emplace_back(*h, std::move(qual));
+  }
+  return ops;
+}
+
+}  // namespace
+
+// Registers fused_optimizer_meta (above) as the Meta kernel of every in-place
+// `aten::_fused_*_` op whose written arguments are all tensor lists and that has no Meta
+// kernel, so a fused step traces (Meta inference of its functional variant) instead of
+// running as an eager fallback.
+void register_fused_optimizer_meta() {
+  static torch::Library* lib =
+      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__);
+  for (const auto& [h, qual] : fused_list_ops()) {
+    if (h.hasKernelForDispatchKey(c10::DispatchKey::Meta) || !h.schema().returns().empty())
+      continue;
+    lib->impl(qual.c_str(), torch::CppFunction::makeFromBoxedFunction<&fused_optimizer_meta>());
+  }
+}
+
+// Registers the kernel above on `flib` (aten, Functionalize) for every in-place
+// `aten::_fused_*_` op whose written arguments are all tensor lists and that has a
+// functional variant of the same overload. Call it before wrapping the mutating ops'
+// Functionalize kernels (their wrapper then calls this one).
+void register_fused_optimizer_functionalize(torch::Library& flib) {
+  for (const auto& [h, qual] : fused_list_ops()) {
+    if (!h.hasKernelForDispatchKey(c10::DispatchKey::Functionalize)) continue;
+    const auto& name = h.operator_name();
+    auto functional = c10::Dispatcher::singleton().findOp(
+        c10::OperatorName(name.name.substr(0, name.name.size() - 1), name.overload_name));
+    if (!functional) continue;
     flib.impl(
         qual.c_str(),
         torch::CppFunction::makeFromBoxedFunctor(std::make_unique<FusedFunctionalizeKernel>(
-            h->getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize), *functional)));
+            h.getComputedKernelForDispatchKey(c10::DispatchKey::Functionalize), *functional)));
   }
 }
 

@@ -390,7 +390,23 @@ struct Lowerer {
     if (!shapes.empty()) {
       std::string target = "aten:" + st.name + "#" + std::to_string(k);
       ember::Shape result = shapes.size() == 1 ? shapes[0] : ember::Shape::Tuple(shapes);
-      ember::NodeId cc = b.CustomCall(target, operands, result, st.name);
+      // A functional variant run as its in-place op (aten_step.h): each written
+      // argument's result element may be that argument's own buffer.
+      std::vector<int64_t> aliasing;
+      if (es->step.inplace_op && shapes.size() > 1) {
+        int64_t k = 0;
+        for (int i : es->step.inplace_args) {
+          for (int r : es->step.refs[i]) {
+            if (r >= 0 && k < static_cast<int64_t>(shapes.size()) &&
+                shapes[k] == b.shape(operands[r])) {
+              aliasing.push_back(k);
+              aliasing.push_back(r);
+            }
+            ++k;
+          }
+        }
+      }
+      ember::NodeId cc = b.CustomCall(target, operands, result, st.name, std::move(aliasing));
       if (shapes.size() == 1) {
         vals.push_back(cc);
       } else {

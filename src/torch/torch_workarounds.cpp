@@ -408,6 +408,7 @@ void wrap_mutating_functionalize_kernels(torch::Library& flib) {
 
 // Entry "Fused optimizers assert under functionalization" (fused_optimizers.cpp).
 void register_fused_optimizer_functionalize(torch::Library& flib);
+void register_fused_optimizer_meta();
 
 void register_functionalize_workarounds() {
   static torch::Library* flib = new torch::Library(
@@ -418,6 +419,7 @@ void register_functionalize_workarounds() {
   flib->impl("unsafe_split.Tensor", TORCH_FN(unsafe_split_functionalize));
   flib->impl("unsafe_split_with_sizes", TORCH_FN(unsafe_split_with_sizes_functionalize));
   register_fused_optimizer_functionalize(*flib);  // fused_optimizers.cpp
+  register_fused_optimizer_meta();                // fused_optimizers.cpp
   wrap_view_functionalize_kernels(*flib);
   wrap_mutating_functionalize_kernels(*flib);
 }

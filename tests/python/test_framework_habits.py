@@ -59,7 +59,9 @@ def test_fused_optimizer_matches_eager(name):
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_fused_optimizer_step_runs_in_place_on_its_outputs(name):
     # The functional variant (`_fused_adamw`) runs as its in-place op on the output
-    # buffers: no result of the step is computed elsewhere and copied in.
+    # buffers: no result of the step is computed elsewhere and copied in. Once the
+    # state exists, the step writes the parameters, gradients and state in their own
+    # (donated) buffers: every storage stays where it was.
     torch.manual_seed(1)
     ps = [torch.randn(5, 4, requires_grad=True) for _ in range(3)]
     grads = [torch.randn(5, 4) for _ in ps]
@@ -68,14 +70,22 @@ def test_fused_optimizer_step_runs_in_place_on_its_outputs(name):
         for p, g in zip(group, gs):
             p.grad = g
     ref, opt = OPTIMIZERS[name](ps), OPTIMIZERS[name](qs)
-    for _ in range(2):
+
+    def storages():
+        ts = [t for q in qs for t in (q, q.grad, *opt.state[q].values())]
+        return [t.untyped_storage().data_ptr() for t in ts if torch.is_tensor(t) and t.dim()]
+
+    for i in range(2):
         ref.step()
         ember.sync()
         ember.metrics.clear()
+        before = storages()
         opt.step()
         ember.sync()
         c = ember.metrics.counters()
         assert c["extern_copies"] == 0, c["externs"]
+        if i:
+            assert storages() == before
     for p, q in zip(ps, qs):
         torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6)
 

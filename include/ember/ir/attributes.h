@@ -23,6 +23,9 @@ namespace ember {
 
 // V(accessor, key, type): type is Int, Ints, String or an enum
 // (ReduceKind, ComparisonKind, FusionKind). The comment names the ops.
+// output_to_operand_aliasing (XLA's name): flat pairs {tuple index, operand index}: that
+// element of a custom-call's tuple result may be written in that operand's buffer (each
+// pair of one shape, checked by shape inference).
 #define EMBER_ATTRIBUTES(V)                                                                \
   V(Index, "index", Int)                              /* parameter, get-tuple-element */   \
   V(IotaDimension, "iota_dimension", Int)             /* iota */                           \
@@ -48,6 +51,7 @@ namespace ember {
   V(UpdateWindowDims, "update_window_dims", Ints)     /* scatter */                        \
   V(InsertedWindowDims, "inserted_window_dims", Ints) /* scatter */                        \
   V(ScatterDimsToOperandDims, "scatter_dims_to_operand_dims", Ints) /* scatter */          \
+  V(OutputToOperandAliasing, "output_to_operand_aliasing", Ints)    /* custom-call */      \
   V(WindowDimensions, "window_dimensions", Ints)                    /* reduce-window */    \
   V(WindowStrides, "window_strides", Ints)            /* reduce-window, convolution */     \
   V(PaddingLow, "padding_low", Ints)                  /* reduce-window, convolution */     \

@@ -138,8 +138,9 @@ class GraphBuilder {
   NodeId Convolution(NodeId lhs, NodeId rhs, const ConvConfig& config);
 
   // ---- opaque and tuples ----
+  // `aliasing`: output_to_operand_aliasing pairs, flat {tuple index, operand index, ...}.
   NodeId CustomCall(std::string target, std::vector<NodeId> operands, Shape result,
-                    std::string backend_config = "");
+                    std::string backend_config = "", std::vector<int64_t> aliasing = {});
   NodeId OptimizationBarrier(std::vector<NodeId> xs);  // result: tuple of operand shapes
   NodeId Tuple(std::vector<NodeId> xs);
   NodeId GetTupleElement(NodeId t, int64_t index);

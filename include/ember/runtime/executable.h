@@ -48,7 +48,9 @@
 // kernel computing output o writes it straight into p's buffer when that is
 // safe (Step::write_into_param: the kernel reads p only elementwise into it,
 // nothing reads p later, no step from that kernel on can fail), and output o
-// is then that same BufferRef; otherwise output o keeps a buffer of its own
+// is then that same BufferRef (an extern's tuple element declared aliasing its
+// operand: Step::element_into_param, the element's bytes are p's); otherwise output o
+// keeps a buffer of its own
 // (nothing is copied). kInterpreter: output o is copied into p's buffer
 // after every computing step. Either way a failing run leaves every argument
 // untouched, and a run that wrote one finishes even if cancelled. An
@@ -131,6 +133,12 @@ struct Step {
   // donated output whose kernel reads the parameter only elementwise into it,
   // after the parameter's last reader, with nothing from it on that can fail.
   std::vector<int> write_into_param;
+  // kExtern (kCpu): per element of the tuple result (empty: none), the parameter whose
+  // buffer holds it when that parameter is donated, or -1: an element the custom-call
+  // declares aliasing that parameter's operand (output_to_operand_aliasing), a donated
+  // output read through, with no later reader of the parameter and nothing after the
+  // extern that can fail. The extern finds the element's bytes to be its operand's.
+  std::vector<int> element_into_param;
 };
 
 // Memory figures of an executable's buffer plan (Executable::memory_plan; kCpu,
