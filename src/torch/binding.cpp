@@ -351,7 +351,8 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
   ska::flat_hash_map<const void*, size_t> arg_at;
   arg_at.reserve(args.size());
   for (size_t a = 0; a < args.size(); ++a) {
-    if (arg_tensors[a].defined() && args[a]->data()) arg_at.emplace(args[a]->data(), a);
+    if (arg_tensors[a].defined() && args[a]->literal().size_bytes() > 0 && args[a]->data())
+      arg_at.emplace(args[a]->data(), a);
   }
   out.outputs.reserve(res->size());
   for (size_t i = 0; i < res->size(); ++i) {
@@ -361,7 +362,9 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
     }
     const ember::BufferRef& buf = (*res)[i];
     const TensorMeta* m = &p.output_metas[i];
-    const void* bytes = buf->data();
+    // (Empty buffers can report one address, seen on the interpreter backend for empty
+    // LU pivots and their LU: they share nothing.)
+    const void* bytes = buf->literal().size_bytes() > 0 ? buf->data() : nullptr;
     // Borrowed: an argument's bytes (an input returned, or a donated one written in
     // place), or an extern's tuple element (copied out below: a tensor over it would
     // keep the whole tuple alive).
@@ -385,8 +388,9 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
       }
       continue;
     }
-    const bool donated_out =
-        at_arg != arg_at.end() && eo.donated.size() > at_arg->second && eo.donated[at_arg->second];
+    const bool donated_out = at_arg != arg_at.end() && eo.donated.size() > at_arg->second &&
+                             eo.donated[at_arg->second] &&
+                             arg_tensors[at_arg->second].scalar_type() == m->dtype;
     if (m->offset == 0 && row_major(m->sizes, m->strides) && (!borrowed || donated_out)) {
       if (borrowed) {
         // A donated input written in place: its tensor is the result, a tensor of its
