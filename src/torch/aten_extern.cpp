@@ -62,6 +62,7 @@ ember::Status run_extern(const ExternState& es, ember::ExternCall& call) {
       return at::from_blob(call.outputs[k]->data(), m.sizes, m.strides,
                            at::TensorOptions().dtype(m.dtype));
     };
+    io.out_data = [&](size_t k) -> const void* { return call.outputs[k]->data(); };
     int64_t copies = 0;
     std::vector<at::Tensor> results = run_aten_step(es.step, io, &copies);
     for (size_t k = 0; k < results.size(); ++k) {

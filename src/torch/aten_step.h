@@ -57,6 +57,10 @@ struct AtenStepIO {
   // Output k: a preallocated tensor to write into (exact sizes, row-major), or
   // undefined for "allocate"; may be null.
   std::function<at::Tensor(size_t)> out_buffer;
+  // Output k's bytes when it has a preallocated buffer (else null); may be null. An
+  // in-place run whose output is its input's own bytes (a donated argument) uses the
+  // input tensor as it is.
+  std::function<const void*(size_t)> out_data;
 };
 
 // Runs the step. Returns one tensor per output, laid out as out_metas (copies counted
