@@ -782,11 +782,11 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
     // elementwise into this value; and nothing from that kernel on can fail,
     // so a failing run leaves every argument intact (and a run that wrote one
     // stops honouring cancellation).
+    const auto returned = [&](NodeId x) {
+      return std::count(g.outputs().begin(), g.outputs().end(), x);
+    };
     for (const auto& [o, p] : g.aliases()) {
       const NodeId v = g.outputs()[o];
-      const auto returned = [&](NodeId x) {
-        return std::count(g.outputs().begin(), g.outputs().end(), x);
-      };
       auto w = kernel_write.find(slot_of[v]);
       if (returned(g.parameters()[p]) || returned(v) != 1 || w == kernel_write.end()) continue;
       const auto [k, j] = w->second;
@@ -821,10 +821,8 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
       auto ks = extern_step.find(ext.id);
       if (operand < 0 || ext.operands[operand] != param || ks == extern_step.end()) continue;
       const int k = ks->second;
-      if (std::count(ext.operands.begin(), ext.operands.end(), param) != 1 ||
-          std::count(g.outputs().begin(), g.outputs().end(), param) != 0 ||
-          std::count(g.outputs().begin(), g.outputs().end(), v) != 1 || last_reader[p] > k ||
-          fails_from[k + 1])
+      if (std::count(ext.operands.begin(), ext.operands.end(), param) != 1 || returned(param) ||
+          returned(v) != 1 || last_reader[p] > k || fails_from[k + 1])
         continue;
       Step& st = steps[k];
       st.element_into_param.resize(ext.shape.tuple_shapes().size(), -1);

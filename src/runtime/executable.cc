@@ -125,7 +125,7 @@ BufferRef ExternResult(const Step& step, const std::vector<BufferRef>& args,
         continue;
       }
     }
-    elements.push_back(es.is_tuple() ? Literal(es) : Literal::Uninitialized(es));
+    elements.push_back(Literal::Uninitialized(es));
   }
   return Buffer::FromLiteral(Literal::Tuple(std::move(elements)));
 }
@@ -358,18 +358,10 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
   // A buffer passed in two places is never donated: overwriting it would
   // change the other argument.
   std::vector<bool> donated(num_params, false);
-  {
-    std::unordered_map<const Buffer*, int> uses;  // argument buffer -> how many places
-    for (size_t p = 0; p < num_params && p < options.donated.size(); ++p) {
-      if (options.donated[p]) uses.emplace(args[p].get(), 0);
-    }
-    for (size_t q = 0; q < num_params && !uses.empty(); ++q) {
-      auto it = uses.find(args[q].get());
-      if (it != uses.end()) it->second++;
-    }
-    for (size_t p = 0; p < num_params && p < options.donated.size(); ++p) {
-      donated[p] = options.donated[p] && uses[args[p].get()] == 1;
-    }
+  std::unordered_map<const Buffer*, int> uses;  // argument buffer -> how many places
+  for (const BufferRef& a : args) uses[a.get()]++;
+  for (size_t p = 0; p < num_params && p < options.donated.size(); ++p) {
+    donated[p] = options.donated[p] && uses[args[p].get()] == 1;
   }
 
   std::vector<BufferRef> slots(num_slots_);

@@ -128,17 +128,14 @@ std::optional<c10::OperatorHandle> find_inplace_variant(const c10::OperatorHandl
   return h;
 }
 
-// Whether in-place op `h` (written arguments `written`) computes index by index over its
-// tensor lists, so that slices of the lists give the same values as the whole call:
-// the fused optimizers and the `_foreach_*_` ops, when every written argument is a list
-// (not, e.g., `_amp_foreach_non_finite_check_and_unscale_`, which writes one shared flag).
-bool index_wise_lists(const c10::OperatorHandle& h, const std::vector<int>& written) {
+// Whether in-place op `h` computes index by index over its tensor lists, so that slices
+// of the lists give the same values as the whole call: the fused optimizers and the
+// `_foreach_*_` ops, when every written argument is a list (not, e.g.,
+// `_amp_foreach_non_finite_check_and_unscale_`, which writes one shared flag).
+bool index_wise_lists(const c10::OperatorHandle& h) {
   const std::string& name = h.schema().name();
-  if (name.rfind("aten::_fused_", 0) != 0 && name.rfind("aten::_foreach_", 0) != 0) return false;
-  for (int i : written) {
-    if (h.schema().arguments()[i].type()->kind() != c10::TypeKind::ListType) return false;
-  }
-  return !written.empty();
+  return (name.rfind("aten::_fused_", 0) == 0 || name.rfind("aten::_foreach_", 0) == 0) &&
+         writes_only_tensor_lists(h.schema());
 }
 
 // Runs in-place op `op` on `stack` (its arguments). With `split`, a call whose tensor
@@ -147,13 +144,11 @@ bool index_wise_lists(const c10::OperatorHandle& h, const std::vector<int>& writ
 // (at::parallel_for in a parallel region), one thread team wake-up for the call instead
 // of one per tensor.
 void call_inplace(const c10::OperatorHandle& op, torch::jit::Stack& stack, bool split) {
-  int64_t n = -1;
+  int64_t n = 0;  // the lists' common length, or -1 when they differ
   for (const auto& v : stack) {
-    if (!split || !v.isTensorList()) continue;
+    if (!split || !v.isTensorList() || v.toTensorList().empty()) continue;
     const int64_t len = static_cast<int64_t>(v.toTensorList().size());
-    if (len == 0) continue;
-    if (n >= 0 && len != n) n = -2;
-    if (n != -2) n = len;
+    n = n == 0 || n == len ? len : -1;
   }
   if (n < 2 || at::get_num_threads() < 2 || at::in_parallel_region()) {
     op.callBoxed(&stack);
@@ -202,7 +197,7 @@ AtenStep make_aten_step(const Node& n, const std::function<int(int)>& tensor_ref
   st.name = op_name(n.op->schema());
   st.out_op = find_out_overload(*n.op, n);
   if (!st.out_op) st.inplace_op = find_inplace_variant(*n.op, n, &st.inplace_args);
-  st.split_lists = st.inplace_op && index_wise_lists(*st.inplace_op, st.inplace_args);
+  st.split_lists = st.inplace_op && index_wise_lists(*st.inplace_op);
   st.args = n.args;
   st.written = n.written;
   int& scalar_idx = *next_scalar;
@@ -337,16 +332,13 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
     for (int i : st.inplace_args) {
       auto into_output = [&](const at::Tensor& in) {
         const auto& m = st.out_metas[k];
-        if (io.out_data && in.numel() > 0 && io.out_data(k) == in.data_ptr() &&
-            in.sizes() == m.sizes && in.strides() == m.strides) {
-          ++k;
-          results.push_back(in);
-          return in;
-        }
-        at::Tensor o = io.out_buffer ? io.out_buffer(k) : at::Tensor();
+        // Output k's bytes are the input's own (a donated argument): the input is it.
+        const bool own = io.out_data && in.numel() > 0 && io.out_data(k) == in.data_ptr() &&
+                         in.sizes() == m.sizes && in.strides() == m.strides;
+        at::Tensor o = own ? in : io.out_buffer ? io.out_buffer(k) : at::Tensor();
         if (!o.defined()) o = alloc_buffer(m.sizes, m.strides, m.dtype, m.offset);
         ++k;
-        if (o.data_ptr() != in.data_ptr() || o.strides() != in.strides()) o.copy_(in);
+        if (!own) o.copy_(in);
         results.push_back(o);
         return o;
       };

@@ -346,12 +346,12 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
   // buffer of its own over the element (or over a donated argument it was written in).
   ska::flat_hash_map<const void*, size_t> wrapped_by;  // bytes -> root wrapping them
   wrapped_by.reserve(res->size());
-  // The donated argument each argument's bytes belong to (an output there was written
-  // in place), and the argument over any argument's bytes.
+  // The tensor argument whose bytes start at an address (an output there is that
+  // argument, returned or, donated, written in place).
   ska::flat_hash_map<const void*, size_t> arg_at;
   arg_at.reserve(args.size());
   for (size_t a = 0; a < args.size(); ++a) {
-    if (arg_tensors[a].defined() && args[a]->literal().size_bytes() > 0 && args[a]->data())
+    if (arg_tensors[a].defined() && args[a]->literal().size_bytes() > 0)
       arg_at.emplace(args[a]->data(), a);
   }
   out.outputs.reserve(res->size());

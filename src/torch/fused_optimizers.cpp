@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bridge.h"
+#include "op_schema.h"
 
 namespace ember_torch {
 namespace {
@@ -121,14 +122,7 @@ std::vector<std::pair<c10::OperatorHandle, std::string>> fused_list_ops() {
     const std::string& op = name.name;
     if (op.rfind("aten::_fused_", 0) != 0 || op.back() != '_') continue;
     auto h = d.findOp(name);
-    if (!h) continue;
-    bool lists_only = true, writes = false;
-    for (const auto& a : h->schema().arguments()) {
-      if (!a.alias_info() || !a.alias_info()->isWrite()) continue;
-      writes = true;
-      lists_only = lists_only && a.type()->kind() == c10::TypeKind::ListType;
-    }
-    if (!writes || !lists_only) continue;
+    if (!h || !writes_only_tensor_lists(h->schema())) continue;
     std::string qual = op.substr(6);
     if (!name.overload_name.empty()) qual += "." + name.overload_name;
     ops.emplace_back(*h, std::move(qual));

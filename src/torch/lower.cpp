@@ -391,18 +391,15 @@ struct Lowerer {
       std::string target = "aten:" + st.name + "#" + std::to_string(k);
       ember::Shape result = shapes.size() == 1 ? shapes[0] : ember::Shape::Tuple(shapes);
       // A functional variant run as its in-place op (aten_step.h): each written
-      // argument's result element may be that argument's own buffer.
+      // argument's result element (of its argument's shape: find_inplace_variant) may
+      // be that argument's own buffer.
       std::vector<int64_t> aliasing;
       if (es->step.inplace_op && shapes.size() > 1) {
-        int64_t k = 0;
+        int64_t e = 0;
         for (int i : es->step.inplace_args) {
           for (int r : es->step.refs[i]) {
-            if (r >= 0 && k < static_cast<int64_t>(shapes.size()) &&
-                shapes[k] == b.shape(operands[r])) {
-              aliasing.push_back(k);
-              aliasing.push_back(r);
-            }
-            ++k;
+            if (r >= 0) aliasing.insert(aliasing.end(), {e, r});
+            ++e;
           }
         }
       }

@@ -3,6 +3,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "meta_corrections.h"
@@ -115,6 +116,13 @@ std::vector<int> marked_written_args(const c10::FunctionSchema& schema) {
     if (ai && ai->isWrite()) w.push_back(static_cast<int>(i));
   }
   return w;
+}
+
+bool writes_only_tensor_lists(const c10::FunctionSchema& schema) {
+  const std::vector<int> w = marked_written_args(schema);
+  return !w.empty() && std::all_of(w.begin(), w.end(), [&](int i) {
+    return schema.arguments()[i].type()->kind() == c10::TypeKind::ListType;
+  });
 }
 
 std::vector<int> written_args(const c10::FunctionSchema& schema,

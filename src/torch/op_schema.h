@@ -39,6 +39,9 @@ bool is_factory(const std::vector<c10::IValue>& args);
 
 // The argument indices the schema marks written (`(a!)`).
 std::vector<int> marked_written_args(const c10::FunctionSchema& schema);
+// Whether the schema marks arguments written and each of them is a tensor list (the
+// in-place fused optimizers and `_foreach_*_` ops).
+bool writes_only_tensor_lists(const c10::FunctionSchema& schema);
 // The argument indices the op writes: those its schema marks, plus the ones the schema
 // fails to mark (meta_corrections.h, `extra_written`).
 std::vector<int> written_args(const c10::FunctionSchema& schema,
