@@ -198,6 +198,7 @@ _counts = {
     "checkpointed_graphs": 0,
     "recomputed_nodes": 0,
     "transposed_products": 0,
+    "row_major_saved": 0,
 }
 _reasons = {}  # refusal reason -> count
 
@@ -214,7 +215,8 @@ def counters() -> dict:
     Compilations:
     ``checkpointed_graphs`` (forward graphs with activation-checkpointed nodes),
     ``recomputed_nodes`` (nodes their backward graphs recompute) and
-    ``transposed_products`` (``t(mm(a, b))`` rewritten as ``mm(t(b), t(a))``)."""
+    ``transposed_products`` (``t(mm(a, b))`` rewritten as ``mm(t(b), t(a))``) and
+    ``row_major_saved`` (saved activations handed to the backward row-major)."""
     out = dict(_counts)
     out["refusal_reasons"] = dict(_reasons)
     return out
@@ -586,6 +588,97 @@ def _compiler(kind, state):
 
 # AOTAutograd's partition function (None: its default, which honours checkpoint tags).
 _partition_fn = None
+# Saved activations handed to the backward row-major where only attention reads them
+# (False: in eager's layouts, as before; for A/B measurements). Read when partitioning.
+row_major_saved = True
+
+
+def _layout_blind_readers() -> set:
+    """Backward ops that read each operand through its strides and lay out their results
+    the same whatever their operands' layouts (the CPU flash attention's backward, ATen's
+    and ember's): a saved tensor that only these read may be saved in any layout."""
+    ops = set()
+    for ns, name in (
+        (torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_backward"),
+        (torch.ops.ember, "sdpa_flash_backward"),
+    ):
+        op = getattr(ns, name, None)
+        if op is not None:
+            ops.add(op.default)
+    return ops
+
+
+def _aliases_read_only_by(node: torch.fx.Node, readers) -> list | None:
+    """`node` and its ``detach`` aliases (AOTAutograd saves attention's output as a
+    detached alias) when every use of them is one of `readers`; None otherwise (no use
+    is otherwise too)."""
+    if not node.users:
+        return None
+    found = [node]
+    for user in node.users:
+        if user.target is torch.ops.aten.detach.default:
+            more = _aliases_read_only_by(user, readers)
+            if more is None:
+                return None
+            found += more
+        elif user.target not in readers:
+            return None
+    return found
+
+
+def _row_major_saved(fw: torch.fx.GraphModule, bw: torch.fx.GraphModule, num_fwd_outputs) -> int:
+    """Makes the forward return row-major each saved activation that is not row-major
+    and that the backward reads only through ops of ``_layout_blind_readers()``, and gives
+    the backward's matching input that layout. A saved activation crosses no user code:
+    its layout is the backend's to choose. Eager lays attention's q, k, v out as strided
+    views of the qkv projection and its output and logsumexp heads-second; the program
+    computes them row-major (its attention extern reads and writes row-major buffers),
+    so in eager's layouts each was copied on leaving the forward and again (q, k, v) on
+    entering the backward. Returns the number of saved tensors changed."""
+    readers = _layout_blind_readers()
+    bw_inputs = {n.name: n for n in bw.graph.find_nodes(op="placeholder")}
+    out = fw.graph.output_node()
+    outs = list(out.args[0])
+    changed = 0
+    for i in range(num_fwd_outputs, len(outs)):
+        node = outs[i]
+        if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.is_contiguous():
+            continue
+        use = bw_inputs.get(node.name)
+        aliases = _aliases_read_only_by(use, readers) if use is not None else None
+        if not aliases:
+            continue
+        with fw.graph.inserting_before(out):
+            saved = fw.graph.call_function(
+                torch.ops.aten.clone.default, (node,), {"memory_format": torch.contiguous_format}
+            )
+        saved.meta.update(node.meta)
+        saved.meta["val"] = val.clone(memory_format=torch.contiguous_format)
+        for alias in aliases:
+            alias.meta["val"] = saved.meta["val"]
+        outs[i] = saved
+        changed += 1
+    if changed:
+        out.args = (tuple(outs),) + tuple(out.args[1:])
+        fw.recompile()
+        bw.recompile()
+    return changed
+
+
+def _partition(joint, joint_inputs, *, num_fwd_outputs, **kwargs):
+    """AOTAutograd's partition (``_partition_fn`` or its default), then
+    ``_row_major_saved``."""
+    from torch._functorch.partitioners import default_partition
+
+    fw, bw = (_partition_fn or default_partition)(
+        joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs
+    )
+    if row_major_saved:
+        _counts["row_major_saved"] += _row_major_saved(fw, bw, num_fwd_outputs)
+    return fw, bw
 
 
 def ember_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
@@ -597,7 +690,6 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     from torch._dynamo.backends.common import aot_autograd
 
     state = {}
-    extra = {} if _partition_fn is None else {"partition_fn": _partition_fn}
     backend = aot_autograd(
         fw_compiler=_compiler("forward", state),
         bw_compiler=_compiler("backward", state),
@@ -605,7 +697,7 @@ def ember_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         # Input mutations stay in the graph (EmberGraph writes them back itself, moving a
         # parameter's new buffer in where it can) instead of AOTAutograd's copy-back.
         keep_inference_input_mutations=write_inputs,
-        **extra,
+        partition_fn=_partition,
     )
     return backend(gm, example_inputs, **kwargs)
 

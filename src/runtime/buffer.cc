@@ -190,6 +190,22 @@ void NoteExternalBytes(int64_t delta) {
   if (delta > 0) RaisePeak(now);
 }
 
+BufferRef Buffer::TakeElement(size_t i) {
+  if (!value_.shape().is_tuple() || i >= value_.tuple_elements().size()) return nullptr;
+  Literal& e = value_.tuple_elements()[i];
+  if (e.is_borrowed() || e.shape().is_tuple() || e.size_bytes() == 0) return nullptr;
+  const int64_t n = e.size_bytes();
+  // Unaccounted here before the new buffer accounts them: the peak does not see them twice.
+  accounted_bytes_ -= n;
+  g_bytes_in_use.fetch_sub(n, std::memory_order_relaxed);
+  Shape shape = e.shape();
+  BufferRef own(new Buffer(Literal::Adopt(shape, std::move(e).TakeBytes())));
+  own->recyclable_ = true;
+  StatusOr<Literal> view = Literal::Borrow(shape, own->data(), own);
+  e = std::move(view).value();  // an array shape over non-null bytes: cannot fail
+  return own;
+}
+
 BufferRef Buffer::Zeros(const Shape& shape) { return FromLiteral(Literal(shape)); }
 
 BufferRef Buffer::CopyOf(const Buffer& other) { return FromLiteral(other.literal()); }

@@ -212,6 +212,42 @@ TEST(BufferTest, BorrowViewsExternalMemoryAndKeepsItsOwnerAlive) {
   EXPECT_FALSE(Buffer::Borrow(Shape::Tuple({}), nullptr, nullptr).ok());
 }
 
+// A tuple element's bytes move into a buffer of their own (same address, no copy),
+// the element then borrows them from it, the bytes in use do not change, and an
+// element with no bytes of its own (borrowed, or already taken) gives nothing.
+TEST(BufferTest, TakeElementMovesTheBytesWithoutACopy) {
+  const BufferStats before = GetBufferStats();
+  BufferRef own;
+  {
+    BufferRef tuple = Buffer::FromLiteral(
+        Literal::Tuple({Literal::FromDoubles(Shape(DType::kF32, {3}), {1, 2, 3}),
+                        Literal::FromDoubles(Shape(DType::kF32, {2}), {4, 5})}));
+    const int64_t in_use = GetBufferStats().bytes_in_use;
+    EXPECT_EQ(in_use - before.bytes_in_use, 20);
+    const void* bytes = tuple->literal().tuple_elements()[0].data();
+    own = tuple->TakeElement(0);
+    ASSERT_NE(own, nullptr);
+    EXPECT_EQ(own->data(), bytes);
+    EXPECT_FALSE(own->literal().is_borrowed());
+    EXPECT_EQ(own->size_bytes(), 12);
+    EXPECT_EQ(tuple->size_bytes(), 8);
+    EXPECT_EQ(GetBufferStats().bytes_in_use, in_use);
+    const Literal& element = tuple->literal().tuple_elements()[0];
+    EXPECT_TRUE(element.is_borrowed());
+    EXPECT_EQ(element.data(), bytes);
+    EXPECT_EQ(element.GetDouble(2), 3);
+    EXPECT_EQ(tuple->TakeElement(0), nullptr);  // borrowed now
+    EXPECT_EQ(tuple->TakeElement(2), nullptr);  // no such element
+    EXPECT_EQ(own->TakeElement(0), nullptr);    // not a tuple
+  }
+  // The tuple is gone; the taken element lives on with its values.
+  EXPECT_TRUE(
+      own->literal().BitwiseEquals(Literal::FromDoubles(Shape(DType::kF32, {3}), {1, 2, 3})));
+  EXPECT_EQ(GetBufferStats().bytes_in_use - before.bytes_in_use, 12);
+  own.reset();
+  EXPECT_EQ(GetBufferStats().bytes_in_use, before.bytes_in_use);
+}
+
 TEST(BufferTest, ExternalBytesShareTheCounters) {
   ResetPeakBufferBytes();
   const BufferStats before = GetBufferStats();

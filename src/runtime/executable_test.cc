@@ -246,15 +246,16 @@ TEST(ExecutableTest, TupleFromExternReadThroughGetTupleElement) {
 
 // An element of an extern's tuple that is a graph output (a convolution backward's
 // weight gradient, live as .grad) is returned in place: no interpreted step copies it
-// out, and the buffer returned is the element's own bytes, which stay valid while it
-// lives (it keeps the tuple). On both backends, against the interpreter.
+// out, and the buffer returned owns the element's bytes, moved out of the tuple (it
+// keeps no other element alive); an element returned twice is one buffer twice. On
+// both backends, against the interpreter.
 TEST(ExecutableTest, TupleElementOutputIsReturnedInPlace) {
   RegisterTestExterns();
   GraphBuilder b("split_out");
   NodeId x = b.Parameter(0, F32({4}));
   NodeId t = b.CustomCall("test.split2", {x}, Shape::Tuple({F32({2}), F32({2})}));
   NodeId sum = b.Add(b.GetTupleElement(t, 0), b.GetTupleElement(t, 1));
-  b.SetOutputs({b.GetTupleElement(t, 1), sum, b.GetTupleElement(t, 0)});
+  b.SetOutputs({b.GetTupleElement(t, 1), sum, b.GetTupleElement(t, 0), b.GetTupleElement(t, 1)});
   Graph g = BuildOrDie(b);
   for (const Backend be : {Backend::kInterpreter, Backend::kCpu}) {
     CompileOptions opts;
@@ -264,9 +265,11 @@ TEST(ExecutableTest, TupleElementOutputIsReturnedInPlace) {
     for (const Step& st : exe->steps()) {
       for (NodeId id : st.nodes)
         EXPECT_NE(g.node(id).op, OpKind::kGetTupleElement) << exe->DebugString();
-      if (be == Backend::kCpu) EXPECT_NE(st.kind, StepKind::kInterpret) << exe->DebugString();
+      if (be == Backend::kCpu) {
+        EXPECT_NE(st.kind, StepKind::kInterpret) << exe->DebugString();
+      }
     }
-    EXPECT_EQ(exe->output_tuple_indices(), (std::vector<int>{1, -1, 0})) << exe->DebugString();
+    EXPECT_EQ(exe->output_tuple_indices(), (std::vector<int>{1, -1, 0, 1})) << exe->DebugString();
     std::vector<BufferRef> out;
     {
       auto r = exe->Run({FBuf({4}, {1, 2, 10, 20})});
@@ -276,9 +279,12 @@ TEST(ExecutableTest, TupleElementOutputIsReturnedInPlace) {
     EXPECT_EQ(Values(out[0]->literal()), (std::vector<double>{10, 20}));
     EXPECT_EQ(Values(out[1]->literal()), (std::vector<double>{11, 22}));
     EXPECT_EQ(Values(out[2]->literal()), (std::vector<double>{1, 2}));
-    // Over the tuple's bytes (a borrowed buffer accounts none), not a copy of them.
-    EXPECT_EQ(out[0]->size_bytes(), 0);
-    EXPECT_EQ(out[2]->size_bytes(), 0);
+    // The elements' own bytes (not borrowed from the tuple, not a copy).
+    for (int o : {0, 2}) {
+      EXPECT_FALSE(out[o]->literal().is_borrowed()) << o;
+      EXPECT_EQ(out[o]->size_bytes(), 8) << o;
+    }
+    EXPECT_EQ(out[3], out[0]);
     ExpectSameAsInterpreter(*exe, g, {Literal::FromDoubles(F32({4}), {-1, 0.5, 3, 8})});
   }
 }

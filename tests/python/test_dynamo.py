@@ -208,6 +208,30 @@ def test_char_gpt_adamw_training_matches_eager():
         torch.testing.assert_close(a, b, atol=2e-3, rtol=1e-3, msg=lambda s: f"{name}: {s}")
 
 
+def test_attention_activations_reach_the_backward_row_major_without_copies():
+    """Attention's saved q, k, v, output and logsumexp cross from the forward program to
+    the backward row-major (the programs' own layout), so a replayed training step
+    copies nothing on either side; gradients stay eager's."""
+    ref, m = gpt(), gpt()
+    g = torch.Generator().manual_seed(3)
+    idx = torch.randint(0, SMALL_GPT["vocab_size"], (4, SMALL_GPT["block_size"]), generator=g)
+    tgt = torch.randint(0, SMALL_GPT["vocab_size"], (4, SMALL_GPT["block_size"]), generator=g)
+    cm = torch.compile(m, backend="ember")
+    for step in range(3):
+        if step == 2:
+            before = dict(counters())
+        cm(idx, tgt)[1].backward()
+        ref(idx, tgt)[1].backward()
+    # q, k, v, the output and the logsumexp of each layer's attention.
+    assert dyn()["row_major_saved"] == 5 * SMALL_GPT["n_layer"]
+    after = counters()
+    assert dyn()["replays"] >= 2
+    assert after["output_copies"] == before["output_copies"]
+    assert after["input_copies"] == before["input_copies"]
+    for (name, a), b in zip(m.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, msg=lambda s: f"{name}: {s}")
+
+
 def test_graph_break_runs_both_graphs_through_ember():
     def f(x, w):
         y = torch.tanh(x @ w)

@@ -66,6 +66,13 @@ class Buffer {
   // Bytes this buffer accounts for (all tuple elements included).
   int64_t size_bytes() const { return accounted_bytes_; }
 
+  // Moves tuple element `i`'s own bytes, without a copy, into a buffer of their own,
+  // which it returns, and leaves the element borrowing them from that buffer: a result
+  // read out of a tuple then keeps its own bytes alive, not every element's. The bytes
+  // are accounted to the new buffer. Null (nothing moved) when this buffer is not a
+  // tuple or the element owns no bytes (borrowed, a tuple, or empty).
+  BufferRef TakeElement(size_t i);
+
   // Overwrites this buffer's bytes with `src`'s (same shape required:
   // InvalidArgument otherwise). Tuple elements are copied element by element.
   Status CopyFrom(const Literal& src);
