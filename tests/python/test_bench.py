@@ -210,6 +210,22 @@ def test_profile_tiny_mlp_shows_ember_steps_beside_eager_ops(tmp_path):
     assert any("mlp train on ember" in ln for ln in lines), lines
 
 
+def test_profile_takes_the_backends_to_compare(capsys):
+    """--profile with --backends: the compile path beside the lazy device (no eager
+    needed), each backend's table printed; an unknown backend is a clear error."""
+    from ember.bench import cli
+
+    argv = ["--profile", "mlp:inference", "--scale", "tiny", "--backends", "ember,ember_compile"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "mlp inference on ember:" in out and "mlp inference on ember_compile:" in out
+    assert "on eager" not in out
+    from ember.bench import profile
+
+    with pytest.raises(ValueError, match="unknown backend 'nosuch'"):
+        profile.profile("mlp:inference", "tiny", backends=("nosuch",))
+
+
 def test_profile_cli_rejects_an_unknown_workload(capsys):
     from ember.bench import cli
 

@@ -67,8 +67,9 @@ def parse_args(argv=None):
     p.add_argument(
         "--backends",
         type=_csv,
-        default=list(DEFAULT_BACKENDS),
-        help=f"comma-separated, from {','.join(DEFAULT_BACKENDS)}",
+        default=None,
+        help=f"comma-separated, from {','.join(DEFAULT_BACKENDS)} (default: all; with "
+        "--profile: eager,ember)",
     )
     p.add_argument(
         "--scale",
@@ -101,8 +102,8 @@ def parse_args(argv=None):
         "--profile",
         metavar="MODEL[:MODE]",
         help="instead of the suite: profile one workload (mode train or inference, default "
-        "train) on eager and ember with torch.profiler and print where each step's time "
-        "goes (ember.bench.profile)",
+        "train) on eager and ember (or --backends) with torch.profiler and print where each "
+        "step's time goes (ember.bench.profile)",
     )
     p.add_argument(
         "--trace-dir", help="with --profile: also write each backend's Chrome trace here"
@@ -120,6 +121,8 @@ def parse_args(argv=None):
     a = p.parse_args(argv)
     a.scale = a.scale or ("quick" if a.quick else "full")
     a.models = a.models or list(QUICK_MODELS if a.quick else DEFAULT_MODELS)
+    a.profile_backends = a.backends or ["eager", "ember"]
+    a.backends = a.backends or list(DEFAULT_BACKENDS)
     for m in a.models:
         if m not in models.MODEL_NAMES:
             p.error(f"unknown model {m!r}; expected some of {','.join(models.MODEL_NAMES)}")
@@ -129,7 +132,7 @@ def parse_args(argv=None):
     for b in a.backends:
         if b not in DEFAULT_BACKENDS:
             p.error(f"unknown backend {b!r}; expected some of {','.join(DEFAULT_BACKENDS)}")
-    if "eager" not in a.backends:
+    if "eager" not in a.backends and not a.profile:
         p.error("the eager backend is the reference for ratios and numerics; keep it")
     if a.torch_xla_venv and not os.path.isfile(os.path.join(a.torch_xla_venv, "bin", "python")):
         p.error(f"--torch-xla-venv {a.torch_xla_venv}: no bin/python there")
@@ -483,7 +486,7 @@ def main(argv=None) -> int:
         from . import profile
 
         try:
-            profile.profile(a.profile, a.scale, trace_dir=a.trace_dir)
+            profile.profile(a.profile, a.scale, trace_dir=a.trace_dir, backends=a.profile_backends)
         except ValueError as e:
             print(f"python -m ember.bench: --profile: {e}", file=sys.stderr)
             return 2

@@ -2,7 +2,7 @@
 beside eager.
 
 Runs the workload's step (``train``: forward, backward, AdamW step; ``inference``) on
-eager CPU and on the ember lazy device, warms both up, then profiles ``steps`` steps of
+eager CPU and on the ember lazy device (or the backends given), warms each up, then profiles ``steps`` steps of
 each with ``torch.profiler`` (no shapes recorded: recording shapes holds references that
 change autograd's gradient layouts, so the profiled graph would differ). Ember's program
 steps are profiler events (docs/architecture.md, "Profiling"): fused kernels by name,
@@ -40,21 +40,31 @@ def _top(prof, steps: int, rows: int, wall_s: float) -> list:
 
 
 def profile(
-    spec: str, scale: str = "full", steps: int = 10, rows: int = 15, trace_dir=None, log=print
+    spec: str,
+    scale: str = "full",
+    steps: int = 10,
+    rows: int = 15,
+    trace_dir=None,
+    log=print,
+    backends=("eager", "ember"),
 ) -> dict:
-    """Profiles MODEL[:MODE] (default mode: train) on eager and ember; returns
+    """Profiles MODEL[:MODE] (default mode: train) on each of `backends` (names of
+    ``ember.bench``'s backends: eager, inductor, ember, ember_compile); returns
     {backend: {"step_ms": wall ms per profiled step, "top": [(name, self ms/step,
-    calls/step, share of step)]}} and logs the two tables. Raises ValueError for an
-    unknown model or mode."""
+    calls/step, share of step)]}} and logs one table per backend. Raises ValueError for
+    an unknown model, mode or backend."""
     name, _, mode = spec.partition(":")
     mode = mode or models.TRAIN
     if name not in models.MODEL_NAMES:
         raise ValueError(f"unknown model {name!r}; expected one of {', '.join(models.MODEL_NAMES)}")
     if mode not in (models.TRAIN, models.INFER):
         raise ValueError(f"unknown mode {mode!r}; expected train or inference")
+    unknown = [b for b in backends if b not in B.BACKENDS]
+    if unknown:
+        raise ValueError(f"unknown backend {unknown[0]!r}; expected some of {', '.join(B.BACKENDS)}")
     w = models.build(name, scale)
     result = {}
-    for backend in ("eager", "ember"):
+    for backend in backends:
         r = B.make_runner(backend, w, mode)
         for _ in range(3):
             out = r.step()
