@@ -61,7 +61,9 @@ def profile(
         raise ValueError(f"unknown mode {mode!r}; expected train or inference")
     unknown = [b for b in backends if b not in B.BACKENDS]
     if unknown:
-        raise ValueError(f"unknown backend {unknown[0]!r}; expected some of {', '.join(B.BACKENDS)}")
+        raise ValueError(
+            f"unknown backend {unknown[0]!r}; expected some of {', '.join(B.BACKENDS)}"
+        )
     w = models.build(name, scale)
     result = {}
     for backend in backends:
