@@ -398,6 +398,18 @@ class _Printer:
             return self.emit("stablehlo.convert", vals, tys, out)
         if op == "select":
             return self.emit("stablehlo.select", vals, tys, out)
+        if op == "fma":
+            # StableHLO has no fused multiply-add: f32 operands are widened to f64, where
+            # their product is exact, and the sum rounded back (one rounding but for a
+            # double rounding in ~2^-28 of cases); f64 ones round the product first.
+            if n.dtype == "f32":
+                wide = self.ty("f64", n.dims)
+                w = [self.emit("stablehlo.convert", [v], [t], wide) for v, t in zip(vals, tys)]
+                p = self.emit("stablehlo.multiply", w[:2], [wide, wide], wide)
+                r = self.emit("stablehlo.add", [p, w[2]], [wide, wide], wide)
+                return self.emit("stablehlo.convert", [r], [wide], out)
+            p = self.emit("stablehlo.multiply", vals[:2], tys[:2], out)
+            return self.emit("stablehlo.add", [p, vals[2]], [out, tys[2]], out)
         if op == "compare":
             d = a["direction"]
             src = g.nodes[ops[0]].dtype

@@ -522,6 +522,32 @@ Status ClampTyped(const Node& n, const Literal& lo, const Literal& x, const Lite
   }
 }
 
+// fma(x, y, z) = x * y + z rounded once (std::fma: IEEE 754 fusedMultiplyAdd), as
+// eager's CPU kernels compute add/sub with alpha, lerp and addcmul (vec::fmadd).
+StatusOr<Literal> Fma(const Node& n, const Operands& in) {
+  const int64_t count = n.shape.num_elements();
+  const DType t = n.shape.dtype();
+  if (in.size() != 3) return InvalidArgument("fma %", n.id, ": expected 3 operands");
+  for (int i = 0; i < 3; ++i) EMBER_RETURN_IF_ERROR(CheckOperand(n, in, i, t, count));
+  Literal out(n.shape);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    const T* x = in[0]->data_as<T>();
+    const T* y = in[1]->data_as<T>();
+    const T* z = in[2]->data_as<T>();
+    T* o = out.data_as<T>();
+    for (int64_t i = 0; i < count; ++i) o[i] = std::fma(x[i], y[i], z[i]);
+  };
+  if (t == DType::kF32) {
+    run(0.0f);
+  } else if (t == DType::kF64) {
+    run(0.0);
+  } else {
+    return InvalidArgument("fma %", n.id, ": expected f32 or f64, got ", DTypeName(t));
+  }
+  return out;
+}
+
 StatusOr<Literal> Clamp(const Node& n, const Operands& in) {
   const int64_t count = n.shape.num_elements();
   const DType t = n.shape.dtype();
@@ -546,6 +572,7 @@ StatusOr<Literal> EvalElementwise(const Node& n, const Operands& in) {
   const int64_t count = n.shape.num_elements();
   if (n.op == OpKind::kSelect) return Select(n, in);
   if (n.op == OpKind::kClamp) return Clamp(n, in);
+  if (n.op == OpKind::kFma) return Fma(n, in);
   if (IsUnary(n.op)) {
     if (in.size() != 1 || in[0] == nullptr) {
       return InvalidArgument(OpName(n.op), " %", n.id, ": expected 1 operand");

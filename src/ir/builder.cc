@@ -140,6 +140,8 @@ NodeId GraphBuilder::Select(NodeId pred, NodeId on_true, NodeId on_false) {
   return AddNode(OpKind::kSelect, {pred, on_true, on_false});
 }
 
+NodeId GraphBuilder::Fma(NodeId x, NodeId y, NodeId z) { return AddNode(OpKind::kFma, {x, y, z}); }
+
 NodeId GraphBuilder::Clamp(NodeId min, NodeId x, NodeId max) {
   return AddNode(OpKind::kClamp, {min, x, max});
 }

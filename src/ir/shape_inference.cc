@@ -459,6 +459,13 @@ StatusOr<Shape> Infer(OpKind op, const std::vector<Shape>& ops, const Attrs& att
           return c.Error("the predicate must be a scalar or have the dims of on_true");
         return ops[1];
       }
+      if (op == OpKind::kFma) {
+        if (ops[0] != ops[1] || ops[0] != ops[2])
+          return c.Error("expected operands of one shape and dtype");
+        if (ops[0].dtype() != DType::kF32 && ops[0].dtype() != DType::kF64)
+          return c.Error("expected f32 or f64 operands");
+        return ops[0];
+      }
       const Shape& x = ops[1];  // clamp(min, x, max)
       if (!IsNumeric(x.dtype())) return c.Error("expected integer or floating-point operands");
       for (int i : {0, 2})

@@ -78,6 +78,9 @@ StatusOr<Graph> BuildOpGraph(OpKind op) {
       outs = {b.Clamp(lo, x, b.ConstantScalar(DType::kF32, 1))};
       break;
     }
+    case OpKind::kFma:
+      outs = {b.Fma(b.Parameter(0, kF23), b.Parameter(1, kF23), b.Parameter(2, kF23))};
+      break;
     case OpKind::kBroadcastInDim:
       outs = {b.BroadcastInDim(b.Parameter(0, Shape(DType::kF32, {3})), {2, 3}, {1})};
       break;

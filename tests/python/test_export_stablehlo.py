@@ -97,6 +97,24 @@ def test_stablehlo_matches_eager_and_ember_on_xla(tmp_path):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
 
 
+class AddAlpha(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.add(x, y, alpha=0.3)
+
+
+def test_fused_multiply_add_is_written_in_stablehlo_ops(tmp_path):
+    """Ember's fma (an f64 add with alpha) has no StableHLO op: it is written as a
+    multiply and an add; XLA's result equals eager's within f64 rounding."""
+    x, y = torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
+    text = ember.export_stablehlo(AddAlpha(), (x, y))
+    assert '"stablehlo.multiply"' in text and '"stablehlo.add"' in text
+    assert "fma" not in text
+    py = jax_python()
+    if py is not None:
+        (got,) = run_xla(py, text, [x, y], tmp_path)
+        torch.testing.assert_close(got, torch.add(x, y, alpha=0.3))
+
+
 class WithExtern(torch.nn.Module):
     def forward(self, x):
         return torch.cumsum(x, 1), torch.sort(x, 1).values

@@ -89,6 +89,8 @@ class GraphBuilder {
   NodeId Convert(NodeId x, DType to);
   NodeId Select(NodeId pred, NodeId on_true, NodeId on_false);
   NodeId Clamp(NodeId min, NodeId x, NodeId max);
+  // x * y + z rounded once (a fused multiply-add); f32 or f64, one shape.
+  NodeId Fma(NodeId x, NodeId y, NodeId z);
   NodeId Add(NodeId a, NodeId b) { return Binary(OpKind::kAdd, a, b); }
   NodeId Subtract(NodeId a, NodeId b) { return Binary(OpKind::kSubtract, a, b); }
   NodeId Multiply(NodeId a, NodeId b) { return Binary(OpKind::kMultiply, a, b); }

@@ -19,7 +19,7 @@ enum class OpCategoryKind : uint8_t {
   kRng,               // rng-uniform, rng-normal: never merged, folded or moved
   kUnary,             // elementwise, one operand
   kBinary,            // elementwise, two operands of one shape and dtype
-  kElementwiseOther,  // select, clamp
+  kElementwiseOther,  // select, clamp, fma
   kDataMovement,      // broadcast-in-dim, reshape, transpose, slice, ...
   kReduction,         // reduce, argmax, argmin, reduce-window
   kContraction,       // dot-general, convolution
@@ -73,6 +73,7 @@ enum class OpCategoryKind : uint8_t {
   V(kShiftRightLogical, "shift-right-logical", kBinary)         \
   V(kSelect, "select", kElementwiseOther)                       \
   V(kClamp, "clamp", kElementwiseOther)                         \
+  V(kFma, "fma", kElementwiseOther)                             \
   V(kBroadcastInDim, "broadcast-in-dim", kDataMovement)         \
   V(kReshape, "reshape", kDataMovement)                         \
   V(kTranspose, "transpose", kDataMovement)                     \
@@ -176,6 +177,7 @@ inline constexpr int kExpensiveElementCost = 4;
   V(kShiftRightLogical,    2, 2,         0,                 1,  "shrl")                  \
   V(kSelect,               3, 3,         0,                 1,  "select")                \
   V(kClamp,                3, 3,         0,                 1,  "clamp")                 \
+  V(kFma,                  3, 3,         0,                 1,  "fma")                   \
   V(kBroadcastInDim,       1, 1,         kOpDeclared,       1,  "bcast")                 \
   V(kReshape,              1, 1,         kOpDeclared,       1,  "reshape")               \
   V(kTranspose,            1, 1,         0,                 2,  "transpose")             \

@@ -3,6 +3,7 @@
 // pred, including PyTorch's edge cases (NaN, +-inf, +-0, half-even ties,
 // INT_MIN, shifts out of range, float->int conversions out of range). Many
 // ops share one kernel (one output each) to keep the compile count low.
+#include <cmath>
 #include <limits>
 
 #include "codegen/cpu/codegen_test_util.h"
@@ -181,6 +182,54 @@ TEST(CodegenElementwise, NoFloatContractionAtO3) {
   CodegenOptions opts = FastOptions(dir.path());
   opts.fast = false;
   ExpectMatchesInterpreter(*g, args, opts);
+}
+
+// fma rounds once, in kernels as in the interpreter: x = y = 1 + 2^-12 and
+// z = -(1 + 2^-11) give 2^-24 (x * y rounded first would give 0), in f32 and f64
+// (f64: x = y = 1 + 2^-27, z = -(1 + 2^-26), 2^-54); random operands match too.
+TEST(CodegenElementwise, FmaRoundsOnce) {
+  {
+    GraphBuilder b;  // integers have no fma
+    Shape s(DType::kS32, {4});
+    b.SetOutputs({b.Fma(b.Parameter(0, s), b.Parameter(1, s), b.Parameter(2, s))});
+    auto bad = b.Build();
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("expected f32 or f64"), std::string::npos);
+  }
+  TempDir dir;
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (DType t : {DType::kF32, DType::kF64}) {
+    const int bits = t == DType::kF32 ? 12 : 27;
+    const double x0 = 1 + std::ldexp(1.0, -bits), z0 = -(1 + std::ldexp(1.0, 1 - bits));
+    Shape s(t, {64});
+    GraphBuilder b;
+    b.SetOutputs({b.Fma(b.Parameter(0, s), b.Parameter(1, s), b.Parameter(2, s))});
+    auto g = b.Build();
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    std::vector<std::vector<double>> v(3);
+    for (int j = 0; j < 64; ++j) {
+      for (int i = 0; i < 3; ++i) v[i].push_back(j == 5 ? (i == 2 ? z0 : x0) : u(rng));
+    }
+    std::vector<Literal> args;
+    for (int i = 0; i < 3; ++i) args.push_back(Literal::FromDoubles(s, v[i]));
+    auto want = Evaluate(*g, args);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    EXPECT_EQ((*want)[0].GetDouble(5), std::ldexp(1.0, -2 * bits)) << DTypeName(t);
+    // The product rounded first (volatile: no contraction) loses the 2^-2bits.
+    double twice = 0;
+    if (t == DType::kF32) {
+      volatile float p = static_cast<float>(x0) * static_cast<float>(x0);
+      twice = p + static_cast<float>(z0);
+    } else {
+      volatile double p = x0 * x0;
+      twice = p + z0;
+    }
+    EXPECT_EQ(twice, 0.0) << DTypeName(t);
+    CodegenOptions opts = FastOptions(dir.path());
+    opts.fast = false;
+    ExpectMatchesInterpreter(*g, args, opts);
+  }
 }
 
 TEST(CodegenElementwise, IntegerDivisionByZeroIsOutOfRange) {

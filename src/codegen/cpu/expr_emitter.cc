@@ -434,6 +434,11 @@ ExprEmitter::Val ExprEmitter::EmitElementwise(const Node& n, const Index& idx) {
                        : "ember_imin(ember_imax(" + x.expr + ", " + lo.expr + "), " + hi.expr + ")";
     return {Bind(t, e), lo.is_const && x.is_const && hi.is_const};
   }
+  if (n.op == OpKind::kFma) {  // one rounding: the FMA instruction under -march=native
+    Val x = Emit(n.operands[0], idx), y = Emit(n.operands[1], idx), z = Emit(n.operands[2], idx);
+    std::string e = MathFn("fma", t) + "(" + x.expr + ", " + y.expr + ", " + z.expr + ")";
+    return {Bind(t, e), x.is_const && y.is_const && z.is_const};
+  }
   if (n.op == OpKind::kConvert) {
     const DType from = g_.node(n.operands[0]).shape.dtype();
     Val x = Emit(n.operands[0], idx);

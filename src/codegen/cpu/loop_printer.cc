@@ -56,6 +56,8 @@ constexpr OpSpelling kOpSpellings[] = {
     {OpKind::kShiftLeft, "$0", "ember_shl($0, $1)", false},
     {OpKind::kShiftRightLogical, "$0", "ember_shrl($0, $1)", false},
     {OpKind::kShiftRightArithmetic, "$0", "ember_shra($0, $1)", false},
+    // Operands x, y, z: x * y + z rounded once (the FMA instruction under -march=native).
+    {OpKind::kFma, "__builtin_fma$F($0, $1, $2)", "$0", false},
     // Operands lo, x, hi.
     {OpKind::kClamp, "ember_fmin(ember_fmax($1, $0), $2)", "ember_imin(ember_imax($1, $0), $2)",
      false},
