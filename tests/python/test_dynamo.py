@@ -232,6 +232,31 @@ def test_attention_activations_reach_the_backward_row_major_without_copies():
         torch.testing.assert_close(a.grad, b.grad, msg=lambda s: f"{name}: {s}")
 
 
+def test_compiled_adamw_squares_gradients_as_eager_does():
+    """AdamW's exp_avg_sq.addcmul_(g, g, value=1 - beta2) (the for-loop implementation,
+    CPU's default) reaches the backend as prims.fma(g * g, value, v); it runs as eager's
+    addcmul, so exp_avg_sq is eager's bit for bit, gradients small enough for g * g to
+    underflow included."""
+    g = torch.Generator().manual_seed(8)
+    ps = [torch.randn(32, 16, generator=g), torch.randn(16, generator=g)]
+    grads = [torch.randn(32, 16, generator=g) * 1e-3, torch.randn(16, generator=g) * 1e-21]
+
+    def run(compiled):
+        params = [p.clone().requires_grad_(True) for p in ps]
+        opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, foreach=False)
+        step = torch.compile(opt.step, backend="ember") if compiled else opt.step
+        for _ in range(3):
+            for p, gr in zip(params, grads):
+                p.grad = gr.clone()
+            step()
+        return [opt.state[p]["exp_avg_sq"] for p in params]
+
+    for got, want in zip(run(True), run(False)):
+        assert torch.equal(got, want), int((got != want).sum())
+    assert dyn()["addcmul_products"] == len(ps)
+    assert dyn()["replays"] > 0
+
+
 def test_graph_break_runs_both_graphs_through_ember():
     def f(x, w):
         y = torch.tanh(x @ w)
