@@ -29,9 +29,9 @@ struct Ew {
   // and the sum is rounded to f64 and then to f32 (a double rounding that can differ
   // from one rounding only when the f64 sum lies exactly halfway between two f32
   // values: ~2^-29 of random cases); kernels compute it in f32 where the factor is
-  // +-1 (codegen/cpu/f32_muladd.h). The f32 fma was measured slower on the MLP training
-  // step under torch.compile, whose gradients underflow (docs/performance.md). Other
-  // compute dtypes (integers) use the plain product and sum.
+  // +-1 (codegen/cpu/f32_muladd.h). The f32 fma measured no faster (docs/performance.md,
+  // the MLP training step under torch.compile). Other compute dtypes (integers) use the
+  // plain product and sum.
   NodeId MulAdd(NodeId x, NodeId y, NodeId z) const {
     if (compute == DType::kF64) return b.Fma(x, y, z);
     if (compute != DType::kF32) return b.Add(b.Multiply(x, y), z);
