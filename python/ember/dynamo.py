@@ -558,9 +558,9 @@ def _transposed_products(gm: torch.fx.GraphModule) -> int:
 
 def _addcmul_products(gm: torch.fx.GraphModule) -> int:
     """Rewrites ``prims.fma(mul(a, b), value, c)`` whose product has no other user into
-    ``addcmul(c, a, b, value=value)``. AOTAutograd decomposes ``addcmul`` (and
-    ``_foreach_addcmul``, the optimizers' ``exp_avg_sq`` update) that way, rounding the
-    product ``a * b`` first; eager's kernel rounds ``value * a`` first and then computes
+    ``addcmul(c, a, b, value=value)``. AOTAutograd decomposes ``addcmul`` (the
+    ``exp_avg_sq`` update of the for-loop optimizers, CPU's default) that way, rounding
+    the product ``a * b`` first; eager's kernel rounds ``value * a`` first and then computes
     ``(value * a) * b + c`` once. Besides bits, that matters for speed: a squared
     gradient under ~1e-19 underflows to a denormal in the decomposed form, and every
     such element then costs the CPU a microcode assist (the MLP training step under
@@ -662,8 +662,8 @@ def _layout_blind_readers() -> set:
 
 def _aliases_read_only_by(node: torch.fx.Node, readers) -> list | None:
     """`node` and its ``detach`` aliases (AOTAutograd saves attention's output as a
-    detached alias) when every use of them is one of `readers`; None otherwise (no use
-    is otherwise too)."""
+    detached alias) when every use of them is one of `readers`; None otherwise, or when
+    nothing uses `node`."""
     if not node.users:
         return None
     found = [node]
