@@ -358,10 +358,16 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
   // A buffer passed in two places is never donated: overwriting it would
   // change the other argument.
   std::vector<bool> donated(num_params, false);
-  std::unordered_map<const Buffer*, int> uses;  // argument buffer -> how many places
-  for (const BufferRef& a : args) uses[a.get()]++;
-  for (size_t p = 0; p < num_params && p < options.donated.size(); ++p) {
-    donated[p] = options.donated[p] && uses[args[p].get()] == 1;
+  if (std::find(options.donated.begin(), options.donated.end(), true) != options.donated.end()) {
+    std::vector<const Buffer*> sorted;  // the arguments' buffers, to count each one's places
+    sorted.reserve(args.size());
+    for (const BufferRef& a : args) sorted.push_back(a.get());
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t p = 0; p < num_params && p < options.donated.size(); ++p) {
+      if (!options.donated[p]) continue;
+      auto [lo, hi] = std::equal_range(sorted.begin(), sorted.end(), args[p].get());
+      donated[p] = hi - lo == 1;
+    }
   }
 
   std::vector<BufferRef> slots(num_slots_);

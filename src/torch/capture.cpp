@@ -1,6 +1,8 @@
 // Captured programs (capture.h): rerun one sync's compiled graph on new host tensors.
 #include "capture.h"
 
+#include <c10/util/flat_hash_map.h>
+
 #include <chrono>
 #include <unordered_map>
 #include <unordered_set>
@@ -265,7 +267,9 @@ std::optional<std::vector<at::Tensor>> CapturedProgram::run(const std::vector<at
                                                             int64_t* in_place) const {
   if (inputs.size() != input_metas_.size()) return std::nullopt;
 
-  std::unordered_map<const c10::StorageImpl*, int> first;
+  // Storage -> its first input (one allocation: a call binds hundreds of inputs).
+  ska::flat_hash_map<const c10::StorageImpl*, int> first;
+  first.reserve(inputs.size());
   for (size_t j = 0; j < inputs.size(); ++j) {
     const at::Tensor& t = inputs[j];
     if (t.defined() != input_is_tensor_[j]) return std::nullopt;
