@@ -504,6 +504,15 @@ def _ember_attention(gm: torch.fx.GraphModule) -> int:
     return changed
 
 
+def _substitute(gm: torch.fx.GraphModule, old, new, consumed) -> None:
+    """Puts node `new` (computing `old`'s value) in `old`'s place, with its meta (value,
+    provenance), and erases `old` and `consumed` (an operand of `old` nothing else used)."""
+    new.meta.update(old.meta)
+    old.replace_all_uses_with(new)
+    gm.graph.erase_node(old)
+    gm.graph.erase_node(consumed)
+
+
 def _transposed_products(gm: torch.fx.GraphModule) -> int:
     """Rewrites ``t(mm(a, b))`` (also ``permute(.., [1, 0])`` and ``transpose(.., 0, 1)``)
     whose product has no other user into ``mm(t(b), t(a))``: the same matrix, made by the
@@ -546,10 +555,7 @@ def _transposed_products(gm: torch.fx.GraphModule) -> int:
             v = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
             if isinstance(v, torch.Tensor):
                 node.meta["val"] = v.t()
-        mm.meta.update(n.meta)  # the same matrix: the swap's value and provenance
-        n.replace_all_uses_with(mm)
-        gm.graph.erase_node(n)
-        gm.graph.erase_node(m)
+        _substitute(gm, n, mm, m)  # the same matrix: the swap's value and provenance
         count += 1
     if count:
         gm.recompile()
@@ -594,10 +600,7 @@ def _addcmul_products(gm: torch.fx.GraphModule) -> int:
             continue
         with gm.graph.inserting_before(n):
             new = gm.graph.call_function(aten.addcmul.default, (c, *prod.args), {"value": value})
-        new.meta.update(n.meta)
-        n.replace_all_uses_with(new)
-        gm.graph.erase_node(n)
-        gm.graph.erase_node(prod)
+        _substitute(gm, n, new, prod)
         count += 1
     if count:
         gm.recompile()
