@@ -894,6 +894,23 @@ StatusOr<Executable> Compile(const Graph& given, const CompileOptions& options) 
   exe.output_slots_ = std::move(output_slots);
   exe.output_tuple_indices_ = std::move(output_tuple_indices);
   exe.slot_names_ = std::move(slot_names);
+  {
+    const size_t n = exe.output_slots_.size();
+    std::vector<char> whole(exe.num_slots_, 0);
+    for (size_t o = 0; o < n; ++o) {
+      if (exe.output_tuple_indices_[o] < 0) whole[exe.output_slots_[o]] = 1;
+    }
+    exe.output_repeats_.assign(n, -1);
+    exe.output_in_whole_tuple_.assign(n, 0);
+    std::map<std::pair<int, int>, int> first_read;  // (slot, element) -> first output
+    for (size_t o = 0; o < n; ++o) {
+      const int s = exe.output_slots_[o], ti = exe.output_tuple_indices_[o];
+      if (ti < 0) continue;
+      auto [it, fresh] = first_read.emplace(std::make_pair(s, ti), static_cast<int>(o));
+      if (!fresh) exe.output_repeats_[o] = it->second;
+      exe.output_in_whole_tuple_[o] = whole[s];
+    }
+  }
 
   if (cpu) {
     PlanBuffers(g, exe.steps_, exe.num_slots_, exe.slot_names_, exe.output_slots_, &exe.assignment_,

@@ -432,12 +432,6 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
   }
   std::vector<BufferRef> outputs;
   outputs.reserve(output_slots_.size());
-  std::unordered_map<const void*, BufferRef> taken;  // element bytes -> their own buffer
-  // Slots returned whole: their tuple elements must stay where they are.
-  std::vector<char> whole(slots.size(), 0);
-  for (size_t o = 0; o < output_slots_.size(); ++o) {
-    if (output_tuple_indices_[o] < 0) whole[output_slots_[o]] = 1;
-  }
   for (size_t o = 0; o < output_slots_.size(); ++o) {
     const int s = output_slots_[o];
     if (!slots[s]) return EMBER_INTERNAL_ERROR("runtime: output slot s", s, " never written");
@@ -446,25 +440,20 @@ StatusOr<std::vector<BufferRef>> Executable::Run(const std::vector<BufferRef>& a
       outputs.push_back(slots[s]);
       continue;
     }
+    if (output_repeats_[o] >= 0) {  // an element returned twice: one buffer twice
+      outputs.push_back(outputs[output_repeats_[o]]);
+      continue;
+    }
     // A tuple this run made and nobody else holds (an extern's results): the element's
     // bytes become a buffer of their own, so the caller can keep them without a copy
-    // and without keeping the other elements alive; an element returned twice is that
-    // one buffer twice.
-    if (!whole[s] && slots[s].use_count() == 1) {
+    // and without keeping the other elements alive.
+    if (!output_in_whole_tuple_[o] && slots[s].use_count() == 1) {
       if (BufferRef own = slots[s]->TakeElement(static_cast<size_t>(ti))) {
-        taken.emplace(own->data(), own);
         outputs.push_back(std::move(own));
         continue;
       }
     }
     Literal& element = slots[s]->literal().tuple_elements().at(static_cast<size_t>(ti));
-    if (!taken.empty()) {
-      auto t = taken.find(element.data());
-      if (t != taken.end()) {
-        outputs.push_back(t->second);
-        continue;
-      }
-    }
     EMBER_ASSIGN_OR_RETURN(BufferRef b, Buffer::Borrow(element.shape(), element.data(), slots[s]));
     outputs.push_back(std::move(b));
   }

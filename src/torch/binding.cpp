@@ -344,7 +344,7 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
   // wraps the buffer (as eager's view shares its base's); any other root is copied.
   // Buffers are compared by their bytes: an extern's tuple element comes back as a
   // buffer of its own (its bytes moved out of the tuple, or over a donated argument it
-  // was written in, or borrowed from the tuple when read twice).
+  // was written in, or borrowed from a tuple that is also returned whole).
   ska::flat_hash_map<const void*, size_t> wrapped_by;  // bytes -> root wrapping them
   wrapped_by.reserve(res->size());
   // The tensor argument whose bytes start at an address (an output there is that
@@ -367,7 +367,7 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
     // LU pivots and their LU: they share nothing.)
     const void* bytes = buf->literal().size_bytes() > 0 ? buf->data() : nullptr;
     // Borrowed: an argument's bytes (an input returned, or a donated one written in
-    // place), or a tuple element read a second time (copied out below: a tensor over it
+    // place), or a tuple element left in its tuple (copied out below: a tensor over it
     // would keep the whole tuple alive).
     const bool borrowed = buf->literal().is_borrowed();
     auto at_arg = borrowed && bytes ? arg_at.find(bytes) : arg_at.end();

@@ -247,6 +247,11 @@ class Executable {
   std::vector<Shape> parameter_shapes_;
   std::vector<int> output_slots_;
   std::vector<int> output_tuple_indices_;
+  // Per output reading a tuple element: an earlier output reading the same element
+  // (Run returns that buffer again), else -1; and whether the tuple's slot is also
+  // returned whole (its elements then stay in it). Derived from the two above at compile.
+  std::vector<int> output_repeats_;
+  std::vector<char> output_in_whole_tuple_;
   std::vector<std::string> slot_names_;  // for DebugString: "%5" / "%5.1" / "out0"
   std::shared_ptr<const BufferAssignment> assignment_;
   // slot -> buffer id in assignment_ if the slot is planned raw storage, else -1.
