@@ -46,6 +46,15 @@ _DEFAULTS = {
     # and the program's threads would contend for the CPUs ("Threads on 2 cores").
     # The same values and bits in every mode.
     "async_execution": "auto",
+    # Shape bucketing (docs/architecture.md, "Recompiles"): None (default) or ascending
+    # lengths, e.g. [64, 128, 256, 512]. When a graph recompiles because input dims
+    # changed size (a sequence length), those dims are padded up to the next bucket and
+    # the graph runs on a program compiled once per bucket, provided every op reading the
+    # padded dim is pad-safe (src/passes/pad_dimensions.h); otherwise the exact shape is
+    # compiled and EMBER_LOG=recompile says why. Results match the unpadded program
+    # within float tolerance, not bit for bit. A length above the largest bucket
+    # compiles exactly.
+    "shape_buckets": None,
 }
 _NATIVE = {
     "max_pending_ops",
@@ -55,11 +64,33 @@ _NATIVE = {
     "backend",
     "donate_buffers",
     "async_execution",
+    "shape_buckets",
 }
+
+
+def _check_buckets(value):
+    if value is None:
+        return None
+    try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError
+        sizes = [int(v) for v in value]
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"ember.config.shape_buckets must be None or a list of lengths, got {value!r}"
+        ) from None
+    if any(s < 2 for s in sizes) or sizes != sorted(set(sizes)):
+        raise ValueError(
+            "ember.config.shape_buckets must be ascending lengths of at least 2, "
+            f"got {list(value)!r}"
+        )
+    return sizes
 
 
 class _Config(_types.ModuleType):
     def __setattr__(self, name, value):
+        if name == "shape_buckets":
+            value = _check_buckets(value)
         if name in _NATIVE:
             _C.set_config(name, value)
         elif name not in _DEFAULTS and not name.startswith("_"):

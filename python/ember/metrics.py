@@ -18,6 +18,9 @@ _KEYS = (
     "value_read_sites",
     "recompiles",
     "recompiles_by_reason",
+    "bucketed_graphs",
+    "bucket_reuses",
+    "bucket_refusals",
 )
 
 
@@ -25,7 +28,11 @@ def counters() -> dict:
     """A dict with at least the keys in ``_KEYS`` (fallbacks/externs: op name -> count;
     value_read_sites: the user's "file:line" of each value read -> count; recompiles:
     compiles the recompile report explained, by reason in recompiles_by_reason: "dim",
-    "dtype", "layout", "scalar" (a baked Python scalar), "scalar_type", "structure")."""
+    "dtype", "layout", "scalar" (a baked Python scalar), "scalar_type", "structure";
+    shape bucketing (``ember.config.shape_buckets``): bucketed_graphs, graphs that run on a
+    program padded to a bucket; bucket_reuses, those of them that reused a program
+    compiled for another length; bucket_refusals, graphs compiled at their exact shape
+    because an op was not pad-safe)."""
     return _C.counters()
 
 

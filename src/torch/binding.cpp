@@ -161,6 +161,55 @@ c10::IValue scalar_ivalue(const ember::Literal& lit, int tag) {
 // ---------------------------------------------------------------- a lowered run
 namespace {
 
+// Shape bucketing (LoweredProgram::pad_length): whether any dim is padded.
+bool padded(const std::vector<ember::passes::DimPadding>& pads) {
+  for (const auto& d : pads)
+    if (d.padded) return true;
+  return false;
+}
+
+// Input `t` (the real length n along its padded dims) in a zero-filled row-major tensor
+// of the padded parameter shape `shape`.
+at::Tensor pad_input(const at::Tensor& t, const ember::Shape& shape, int64_t n) {
+  at::Tensor padded = at::zeros(shape.dims(), t.options().device(at::kCPU));
+  at::Tensor real = padded;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (shape.dim(static_cast<int>(d)) != t.size(d)) real = real.narrow(d, 0, t.size(d));
+  real.copy_(t);
+  return padded;
+}
+
+// The real positions of a padded output `buf` (a dim padded as outer * N * inner keeps
+// (p / inner) % N < n), a CPU tensor of `m`'s sizes (not yet `m`'s strides).
+at::Tensor real_positions(const ember::BufferRef& buf,
+                          const std::vector<ember::passes::DimPadding>& pads, const TensorMeta& m,
+                          int64_t n) {
+  const ember::Shape& s = buf->literal().shape();
+  TensorMeta dense;
+  dense.dtype = m.dtype;
+  dense.sizes = s.dims();
+  {
+    auto cs = c10::contiguous_strides(dense.sizes);
+    dense.strides.assign(cs.begin(), cs.end());
+  }
+  at::Tensor t = wrap_buffer(buf, dense);
+  // Split each padded dim into [outer, N, inner] and narrow N to n.
+  std::vector<int64_t> split;
+  std::vector<std::pair<int64_t, int64_t>> narrow;  // (dim of `split`, n)
+  for (size_t d = 0; d < pads.size(); ++d) {
+    if (!pads[d].padded) {
+      split.push_back(s.dim(static_cast<int>(d)));
+      continue;
+    }
+    const int64_t N = s.dim(static_cast<int>(d)) / (pads[d].outer * pads[d].inner);
+    split.insert(split.end(), {pads[d].outer, N, pads[d].inner});
+    narrow.emplace_back(static_cast<int64_t>(split.size()) - 2, n);
+  }
+  t = t.view(split);
+  for (auto [d, len] : narrow) t = t.narrow(d, 0, len);
+  return t.reshape(m.sizes);
+}
+
 // Fills `out` for a run that failed with `s`: the lazy op that failed (an extern's
 // stashed exception, or the core node the status names, through its metadata), the
 // roots that depend on it, and the exception to raise: eager's type naming the op.
@@ -272,8 +321,16 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
       args.push_back(ember::Buffer::FromLiteral(scalar_literal(g.scalars[src.index], src.tag)));
       continue;
     }
+    if (src.kind == ParamSrc::kLength) {
+      args.push_back(
+          ember::Buffer::FromLiteral(ember::Literal::ScalarInt(ember::DType::kS64, p.pad_length)));
+      continue;
+    }
     at::Tensor t = g.inputs[src.index];
-    if (!src.permuted && !row_major(t)) {
+    if (p.pad_length && padded(p.param_pads[i])) {
+      t = pad_input(t, p.param_shapes[i], p.pad_length);
+      input_copies++;
+    } else if (!src.permuted && !row_major(t)) {
       t = t.contiguous();
       input_copies++;
     }
@@ -298,7 +355,7 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
       param_of_input[p.params[i].index] = static_cast<int>(i);
   }
   int64_t donated_n = 0;
-  if (!donated.empty()) {
+  if (!donated.empty() && !p.pad_length) {  // a padded program aliases nothing
     eo.donated.assign(p.params.size(), false);
     for (size_t i = 0; i < donated.size(); ++i) {
       if (donated[i] && param_of_input[i] >= 0) {
@@ -363,6 +420,11 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
     }
     const ember::BufferRef& buf = (*res)[i];
     const TensorMeta* m = &p.output_metas[i];
+    if (p.pad_length && padded(p.output_pads[i])) {
+      out_copies++;
+      out.outputs.push_back(relayout(real_positions(buf, p.output_pads[i], *m, p.pad_length), *m));
+      continue;
+    }
     // (Empty buffers can report one address, seen on the interpreter backend for empty
     // LU pivots and their LU: they share nothing.)
     const void* bytes = buf->literal().size_bytes() > 0 ? buf->data() : nullptr;

@@ -64,6 +64,10 @@ struct Metrics {
   int64_t recompiles = 0;              // compiles that the recompile report explained (recompile.h)
   std::map<std::string, int64_t> recompiles_by_reason;  // "dim", "dtype", "scalar", ...
   int64_t tail_ops = 0;  // ops run after a program as ATen calls (appends' tails: sync.cpp)
+  // Shape bucketing (graph_cache.cpp): graphs run on a program padded to a bucket, those
+  // of them that reused a program compiled for another length, and graphs compiled at
+  // their exact shape because an op was not pad-safe.
+  int64_t bucketed_graphs = 0, bucket_reuses = 0, bucket_refusals = 0;
   // Where values were read (.item(), bool(t), ...): user's "file:line" (when
   // config().record_source) -> count; "<unknown>" without a Python frame.
   std::map<std::string, int64_t> value_read_sites;
@@ -299,6 +303,20 @@ struct Config {
   // within its sync (docs/architecture.md, "Threads on 2 cores").
   std::atomic<int> async_execution{kAsyncAuto};
   static constexpr int kAsyncOff = 0, kAsyncOn = 1, kAsyncAuto = 2;
+  // ember.config.shape_buckets: ascending lengths a varying input dim is padded to
+  // (graph_cache.cpp); empty: off. Read with shape_buckets().
+  std::vector<int64_t> shape_buckets() const {
+    std::lock_guard<std::mutex> l(buckets_mu);
+    return buckets;
+  }
+  void set_shape_buckets(std::vector<int64_t> b) {
+    std::lock_guard<std::mutex> l(buckets_mu);
+    buckets = std::move(b);
+  }
+
+ private:
+  mutable std::mutex buckets_mu;
+  std::vector<int64_t> buckets;
 };
 Config& config();
 int backend_from_env();  // $EMBER_BACKEND: cpu (default), interpreter, aten (backend.cpp)

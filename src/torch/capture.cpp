@@ -131,6 +131,9 @@ std::shared_ptr<CapturedProgram> CapturedProgram::capture(const std::vector<at::
   if (!only_ours) return refuse(refusal);
   if (sc.roots.empty()) return refuse("nothing was pending (the outputs are views of the inputs)");
   if (!sc.program) return refuse("the graph did not run on a lowered backend");
+  if (sc.program->pad_length)
+    return refuse(
+        "the graph ran on a program padded to a shape bucket (ember.config.shape_buckets)");
   for (Node* n : sc.graph.ops) {
     if (draws_random(*n)) return refuse(std::string("random op ") + n->name());
   }

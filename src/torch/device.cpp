@@ -54,6 +54,7 @@ void Metrics::clear() {
   lowering_errors.clear();
   lowering_failed_graphs = input_copies = output_copies = relayout_copies = 0;
   kernel_compiles = kernel_disk_hits = donated_buffers = recompiles = tail_ops = 0;
+  bucketed_graphs = bucket_reuses = bucket_refusals = 0;
   recompiles_by_reason.clear();
 }
 

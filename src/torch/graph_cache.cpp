@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -19,6 +20,7 @@
 #include "ember/codegen/cpu.h"
 #include "ember/version.h"
 #include "lower.h"
+#include "lowered_program.h"
 #include "recompile.h"
 
 namespace ember_torch {
@@ -35,14 +37,59 @@ void dump_graph(const LazyGraph& g) {
                         std::string("# ember ") + ember::Version() + "\n" + graph_text(g));
 }
 
-// Compiles `g` for `backend` (counted and logged by find_or_compile).
-std::shared_ptr<CompiledGraph> compile(const LazyGraph& g, int backend) {
+// Shape bucketing (ember.config.shape_buckets): the request for `g`, a recompile whose
+// inputs differ from the nearest compiled graph of its family in `dims`, or nullopt with
+// *why ("" when bucketing does not apply at all). Every varying dim must have one
+// length n, and a bucket must hold it.
+std::optional<BucketRequest> bucket_request(const LazyGraph& g,
+                                            const std::vector<std::pair<int, int>>& dims,
+                                            const std::vector<int64_t>& buckets, std::string* why) {
+  if (dims.empty()) return std::nullopt;
+  BucketRequest r;
+  r.dims = dims;
+  r.length = g.input_metas[dims[0].first].sizes[dims[0].second];
+  for (auto [in, d] : dims) {
+    const int64_t len = g.input_metas[in].sizes[d];
+    if (len != r.length) {
+      *why = "input dims of two lengths vary (" + std::to_string(r.length) + " and " +
+             std::to_string(len) + "); one varying length is padded";
+      return std::nullopt;
+    }
+  }
+  if (r.length < 2) {
+    *why = "the varying length is " + std::to_string(r.length);
+    return std::nullopt;
+  }
+  for (int64_t b : buckets) {
+    if (b >= r.length) {
+      r.bucket = b;
+      return r;
+    }
+  }
+  *why = "length " + std::to_string(r.length) + " exceeds the largest bucket " +
+         std::to_string(buckets.back());
+  return std::nullopt;
+}
+
+std::string dims_text(const std::vector<std::pair<int, int>>& dims) {
+  std::string s;
+  for (auto [in, d] : dims) {
+    s += (s.empty() ? "input " : ", input ") + std::to_string(in) + " dim " + std::to_string(d);
+  }
+  return s;
+}
+
+// Compiles `g` for `backend` (counted and logged by find_or_compile); with `bucket`,
+// padded to it unless an op is not pad-safe (`*bucket_why`).
+std::shared_ptr<CompiledGraph> compile(const LazyGraph& g, int backend, const BucketRequest* bucket,
+                                       std::string* bucket_why, bool* reused) {
   auto entry = std::make_shared<CompiledGraph>();
   entry->backend = backend;
   entry->tokens = g.tokens;
   if (backend != static_cast<int>(Backend::kAten)) {
     std::string why;
-    entry->lowered = lower_graph(g, static_cast<Backend>(backend), &why);
+    entry->lowered =
+        lower_graph(g, static_cast<Backend>(backend), &why, bucket, bucket_why, reused);
     if (!entry->lowered) {
       if (g_warn_hook) {
         static std::atomic<bool> warned{false};
@@ -73,7 +120,7 @@ GraphStats g_last;
 }  // namespace
 
 std::shared_ptr<const CompiledGraph> find_or_compile(const LazyGraph& g, int backend,
-                                                     bool* memory_hit) {
+                                                     bool* memory_hit, bool allow_buckets) {
   *memory_hit = false;
   {
     std::lock_guard<std::mutex> lk(g_cache_mu);
@@ -90,10 +137,25 @@ std::shared_ptr<const CompiledGraph> find_or_compile(const LazyGraph& g, int bac
     }
   }
   const char* name = backend_name(backend);
-  const bool disk_hit = disk_cache_lookup(g.hash, name, g.tokens);
+  std::optional<BucketRequest> bucket;
+  std::string bucket_why;
+  if (allow_buckets && backend != static_cast<int>(Backend::kAten)) {
+    const std::vector<int64_t> buckets = config().shape_buckets();
+    if (!buckets.empty()) {
+      std::vector<std::pair<int, int>> dims;
+      {
+        std::lock_guard<std::mutex> lk(g_cache_mu);
+        dims = varying_input_dims(g);
+      }
+      bucket = bucket_request(g, dims, buckets, &bucket_why);
+    }
+  }
+  const bool disk_hit = !bucket && disk_cache_lookup(g.hash, name, g.tokens);
   auto t0 = std::chrono::steady_clock::now();
   const auto cg0 = ember::codegen::GetCodegenStats();
-  std::shared_ptr<CompiledGraph> entry = compile(g, backend);
+  bool reused = false;
+  std::shared_ptr<CompiledGraph> entry =
+      compile(g, backend, bucket ? &*bucket : nullptr, &bucket_why, &reused);
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto cg1 = ember::codegen::GetCodegenStats();
   std::string site = current_source();
@@ -114,6 +176,28 @@ std::shared_ptr<const CompiledGraph> find_or_compile(const LazyGraph& g, int bac
     if (config().log_recompiles.load() && g_log_hook) g_log_hook("recompile", report.text);
   }
   if (!report.warning.empty() && g_warn_hook) g_warn_hook(report.warning);
+  if (bucket || !bucket_why.empty()) {
+    const bool padded = entry->lowered && entry->lowered->pad_length;
+    std::string text = "ember: shape bucketing" + (site.empty() ? "" : " at " + site) + ": ";
+    if (padded) {
+      text += dims_text(bucket->dims) + " of length " + std::to_string(bucket->length) +
+              " padded to " + std::to_string(bucket->bucket) +
+              (reused ? " (the bucket's program, compiled before)" : " (compiled for the bucket)");
+    } else {
+      text += "compiled the exact shape: " + bucket_why;
+    }
+    {
+      std::lock_guard<std::mutex> mg(metrics().mu);
+      if (padded) {
+        metrics().bucketed_graphs++;
+        metrics().bucket_reuses += reused;
+      } else {
+        metrics().bucket_refusals++;
+      }
+    }
+    ember::LogLine("recompile", text);
+    if (config().log_recompiles.load() && g_log_hook) g_log_hook("recompile", text);
+  }
   dump_graph(g);
   if (!disk_hit) disk_cache_store(g.hash, name, g.tokens);
   std::lock_guard<std::mutex> mg(metrics().mu);

@@ -13,6 +13,7 @@
 #include "aten_step.h"
 #include "graph_stats.h"
 #include "lazy_graph.h"
+#include "lower.h"
 
 namespace ember_torch {
 
@@ -33,8 +34,11 @@ struct CompiledGraph {
 // The compiled graph for `g` on `backend` from memory (*memory_hit set), or compiled
 // now and cached (counted in graphs_compiled, or disk_cache_hits when the disk cache
 // knew the graph; a recompile at a call site that compiled before is logged there).
+// `allow_buckets` (not for torch.compile's capture): a recompile whose input dims
+// changed length may run on a program padded to a bucket (ember.config.shape_buckets;
+// logged under EMBER_LOG=recompile, counted in bucketed_graphs / bucket_refusals).
 std::shared_ptr<const CompiledGraph> find_or_compile(const LazyGraph& g, int backend,
-                                                     bool* memory_hit);
+                                                     bool* memory_hit, bool allow_buckets);
 
 // The figures of the program the last sync ran (memory or disk cache or fresh).
 void set_last_graph(const GraphStats& s);

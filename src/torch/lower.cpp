@@ -6,8 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 
 #include "aten_extern.h"
@@ -15,9 +18,11 @@
 #include "donation.h"
 #include "dtype_map.h"
 #include "ember/codegen/cpu.h"
+#include "ember/ir/attributes.h"
 #include "ember/ir/builder.h"
 #include "ember/lowering/aten.h"
 #include "ember/runtime/executable.h"
+#include "ember/runtime/executable_cache.h"
 #include "lowered_program.h"
 
 namespace ember_torch {
@@ -425,8 +430,157 @@ struct Lowerer {
 
 }  // namespace
 
-std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
-                                            std::string* error) {
+namespace {
+
+// `m` with dim `d` of length `n` instead, row-major: an extern's operand or result as the
+// core buffer holds it (the flash kernel takes any strides, so it needs no relayout).
+TensorMeta padded_meta(const TensorMeta& m, int64_t d, int64_t n) {
+  TensorMeta p = m;
+  p.sizes[d] = n;
+  p.offset = 0;
+  auto cs = c10::contiguous_strides(p.sizes);
+  p.strides.assign(cs.begin(), cs.end());
+  return p;
+}
+
+// The attention extern (attention.cpp's flash forward) padded along the sequence dim (2)
+// of q, k and v alike: padded keys must get no weight. Causal attention gives them none
+// already for real query rows (a real row attends only to keys before it, all real); a
+// mask operand gets -inf (false) at padded keys; without either, the call gets a key
+// mask [1, 1, 1, N] of 0 and -inf. The kernel then runs at the padded length.
+constexpr const char* kFlashForward = "ember::sdpa_flash_forward";
+
+// The padded form of `built` for `req`, or nullopt with *why. `kernels` gets the
+// graph's extern kernels, made for the padded shapes.
+std::optional<ember::passes::PaddedGraph> pad_for_bucket(
+    const ember::Graph& built, const Lowerer& lw, const BucketRequest& req,
+    std::map<std::string, ember::ExternKernel>* kernels, std::string* why) {
+  std::map<std::string, std::shared_ptr<const ExternState>> flash;  // target -> state
+  for (const auto& es : lw.externs) {
+    const std::string target = "aten:" + es->step.name + "#" + std::to_string(es->op_index);
+    if (es->step.name != kFlashForward) {
+      *why =
+          es->step.name + " runs as an ATen extern, whose kernel is bound to this graph's shapes";
+      return std::nullopt;
+    }
+    flash[target] = es;
+  }
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (auto [input, dim] : req.dims) {
+    int64_t param = -1;
+    for (size_t i = 0; i < lw.params.size(); ++i) {
+      const ParamSrc& src = lw.params[i];
+      if (src.kind == ParamSrc::kInput && src.index == input) {
+        if (src.permuted) {
+          *why = "input " + std::to_string(input) + " is read in a transposed layout";
+          return std::nullopt;
+        }
+        param = static_cast<int64_t>(i);
+      }
+    }
+    if (param < 0) continue;  // an input the graph does not read
+    dims.emplace_back(param, dim);
+  }
+  std::map<std::string, std::shared_ptr<const ExternState>> padded_states;
+  ember::passes::CustomCallPadding attention =
+      [&](const ember::Node& call, const std::vector<std::vector<ember::passes::DimPadding>>& ops)
+      -> ember::StatusOr<ember::passes::CustomCallPads> {
+    auto it = flash.find(ember::attr::CallTargetName(call));
+    if (it == flash.end()) return ember::Unimplemented("an extern reads the padded dim");
+    const ExternState& es = *it->second;
+    const AtenStep& step = es.step;
+    if (step.args.size() < 6 || step.refs.size() < 4 || !step.args[4].isBool())
+      return ember::Unimplemented("attention with arguments bucketing does not know");
+    const bool causal = step.args[4].toBool();
+    const int mask = step.refs[3].size() == 1 ? step.refs[3][0] : -1;
+    for (int i = 0; i < 3; ++i) {
+      for (size_t d = 0; d < ops[i].size(); ++d) {
+        const auto& p = ops[i][d];
+        if (p.padded != (d == 2) || (p.padded && (p.outer != 1 || p.inner != 1)))
+          return ember::Unimplemented("attention padded along a dim other than the sequence");
+      }
+    }
+    auto st = std::make_shared<ExternState>(es);
+    ember::passes::CustomCallPads r;
+    std::ostringstream config;
+    config << step.name << " padded to " << req.bucket;
+    for (int i = 0; i < 3; ++i)
+      st->operand_metas[i] = padded_meta(es.operand_metas[i], 2, req.bucket);
+    for (auto& om : st->step.out_metas) om = padded_meta(om, 2, req.bucket);
+    const TensorMeta& qm = es.operand_metas[0];
+    if (mask >= 0) {
+      const auto& mp = ops[mask];
+      const int64_t last = static_cast<int64_t>(mp.size()) - 1;
+      if (last < 0 || !mp[last].padded || mp[last].outer != 1 || mp[last].inner != 1)
+        return ember::Unimplemented("attention whose mask is not padded along the keys");
+      TensorMeta mm = es.operand_metas[mask];
+      for (int64_t d = 0; d <= last; ++d) {
+        if (!mp[d].padded) continue;
+        if (mp[d].outer != 1 || mp[d].inner != 1)
+          return ember::Unimplemented("attention whose mask merges the padded dim");
+        mm = padded_meta(mm, d, req.bucket);
+      }
+      st->operand_metas[mask] = mm;
+      auto dt = to_ir_dtype(mm.dtype);
+      if (!dt) return ember::Unimplemented("attention mask of a dtype without IR dtype");
+      r.fills.push_back(
+          {mask,
+           {last},
+           mm.dtype == at::kBool
+               ? ember::Literal::ScalarInt(*dt, 0)
+               : ember::Literal::ScalarDouble(*dt, -std::numeric_limits<double>::infinity())});
+      config << " mask";
+    } else if (!causal) {
+      // No mask: argument 3 is None (a plain argument, or a tensor argument without
+      // operand), and the new operand goes after q, k, v.
+      const bool none = (step.kinds[3] == ArgKind::kPlain && step.args[3].isNone()) ||
+                        (step.kinds[3] == ArgKind::kTensor && step.refs[3] == std::vector<int>{-1});
+      if (es.num_tensors != 3 || !none)
+        return ember::Unimplemented("attention with arguments bucketing does not know");
+      auto dt = to_ir_dtype(qm.dtype);
+      if (!dt) return ember::Unimplemented("attention of a dtype without IR dtype");
+      ember::passes::CustomCallPads::KeyMask km;
+      km.position = 3;
+      km.dims = {1, 1, 1, req.bucket};
+      km.dim = 3;
+      km.on_real = ember::Literal::ScalarDouble(*dt, 0);
+      km.on_padded = ember::Literal::ScalarDouble(*dt, -std::numeric_limits<double>::infinity());
+      r.key_mask = km;
+      TensorMeta mm = qm;
+      mm.sizes = {1, 1, 1, req.bucket};
+      st->operand_metas.insert(st->operand_metas.begin() + 3, padded_meta(mm, 3, req.bucket));
+      st->num_tensors = 4;
+      st->step.kinds[3] = ArgKind::kTensor;
+      st->step.refs[3] = {3};
+      config << " key mask";
+    }
+    for (size_t a = 4; a < step.args.size(); ++a) config << " " << step.args[a];
+    padded_states[it->first] = st;
+    r.results.resize(st->step.out_metas.size());
+    for (size_t k = 0; k < r.results.size(); ++k) {
+      r.results[k].assign(st->step.out_metas[k].sizes.size(), {});
+      r.results[k][2].padded = true;
+    }
+    r.backend_config = config.str();
+    return r;
+  };
+  auto r = ember::passes::PadDimensions(built, dims, req.length, req.bucket, attention);
+  if (!r.ok()) {
+    *why = r.status().message();
+    return std::nullopt;
+  }
+  for (const auto& [target, es] : flash) {
+    auto ps = padded_states.count(target) ? padded_states[target] : es;
+    (*kernels)[target] = [ps](ember::ExternCall& c) { return run_extern(*ps, c); };
+  }
+  return std::move(r).value();
+}
+
+}  // namespace
+
+std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend, std::string* error,
+                                            const BucketRequest* bucket, std::string* bucket_why,
+                                            bool* reused) {
   std::set<int> force_extern;
   Lowerer lw(g);
   std::string err = lw.lower_inputs();
@@ -485,17 +639,40 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
   p->params = lw.params;
   p->output_metas = std::move(output_metas);
   p->output_views = std::move(output_views);
-  for (ember::NodeId id : built->parameters()) p->param_shapes.push_back(built->node(id).shape);
+  std::optional<ember::passes::PaddedGraph> padded;
+  std::map<std::string, ember::ExternKernel> padded_kernels;
+  if (bucket) padded = pad_for_bucket(*built, lw, *bucket, &padded_kernels, bucket_why);
+  const ember::Graph& graph = padded ? padded->graph : *built;
+  for (ember::NodeId id : graph.parameters()) p->param_shapes.push_back(graph.node(id).shape);
   ember::CompileOptions opts;
   opts.backend = backend == Backend::kCpu ? ember::Backend::kCpu : ember::Backend::kInterpreter;
   opts.optimize = true;
-  opts.externs = std::move(lw.kernels);
-  auto exe = ember::Compile(*built, opts);
-  if (!exe.ok()) {
-    *error = "compiling the core graph failed: " + exe.status().message();
-    return nullptr;
+  if (padded) {
+    // The graph's text is its whole identity (pad_for_bucket names an extern's padded
+    // state in its backend_config), and lengths of one bucket give one text.
+    p->pad_length = bucket->length;
+    p->param_pads = std::move(padded->parameters);
+    p->output_pads = std::move(padded->outputs);
+    p->params.push_back(ParamSrc{ParamSrc::kLength, 0, 0});
+    opts.externs = std::move(padded_kernels);
+    auto& cache = ember::GlobalExecutableCache();
+    const int64_t hits = cache.stats().hits;
+    auto exe = cache.GetOrCompile(graph, opts);
+    if (!exe.ok()) {
+      *error = "compiling the padded core graph failed: " + exe.status().message();
+      return nullptr;
+    }
+    if (reused) *reused = cache.stats().hits > hits;
+    p->exe = std::move(exe).value();
+  } else {
+    opts.externs = std::move(lw.kernels);
+    auto exe = ember::Compile(graph, opts);
+    if (!exe.ok()) {
+      *error = "compiling the core graph failed: " + exe.status().message();
+      return nullptr;
+    }
+    p->exe = std::make_shared<const ember::Executable>(std::move(exe).value());
   }
-  p->exe = std::make_shared<ember::Executable>(std::move(exe).value());
   p->externs = std::move(lw.externs);
   GraphStats& st = lw.stats;
   st.backend = backend_name(static_cast<int>(backend));

@@ -25,10 +25,23 @@ namespace ember_torch {
 
 struct LoweredProgram;
 
+// Shape bucketing's request (graph_cache.cpp): pad dims `dims` ((input, dim) of g.inputs),
+// all of length `length`, to `bucket`.
+struct BucketRequest {
+  std::vector<std::pair<int, int>> dims;
+  int64_t length = 0, bucket = 0;
+};
+
 // Lowers and compiles `g` for `backend` (kCpu or kInterpreter). On failure returns
-// null and sets *error (the caller then runs the graph on the aten backend).
-std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
-                                            std::string* error);
+// null and sets *error (the caller then runs the graph on the aten backend). With
+// `bucket`, the lowered graph is padded (pad_dimensions.h) and compiled through the
+// process's executable cache, so lengths of one bucket share one executable
+// (`*reused`: this one was compiled before); when padding is refused, `*bucket_why`
+// says why and the exact graph is compiled.
+std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend, std::string* error,
+                                            const BucketRequest* bucket = nullptr,
+                                            std::string* bucket_why = nullptr,
+                                            bool* reused = nullptr);
 const GraphStats& program_stats(const LoweredProgram& p);
 
 struct LoweredRun {

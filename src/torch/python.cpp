@@ -213,6 +213,9 @@ PYBIND11_MODULE(_C, m) {
     d["recompiles"] = mt.recompiles;
     d["recompiles_by_reason"] = mt.recompiles_by_reason;
     d["tail_ops"] = mt.tail_ops;
+    d["bucketed_graphs"] = mt.bucketed_graphs;
+    d["bucket_reuses"] = mt.bucket_reuses;
+    d["bucket_refusals"] = mt.bucket_refusals;
     return d;
   });
   m.def("last_graph", []() {
@@ -254,7 +257,13 @@ PYBIND11_MODULE(_C, m) {
       c.record_source = v.cast<bool>();
     else if (key == "log_recompiles")
       c.log_recompiles = v.cast<bool>();
-    else if (key == "donate_buffers")
+    else if (key == "shape_buckets") {
+      std::vector<int64_t> b;
+      if (!v.is_none()) {
+        for (py::handle x : v) b.push_back(x.cast<int64_t>());
+      }
+      c.set_shape_buckets(std::move(b));
+    } else if (key == "donate_buffers")
       donate_buffers() = v.cast<bool>();
     else if (key == "async_execution") {
       if (py::isinstance<py::str>(v)) {

@@ -395,7 +395,45 @@ std::string structure_diff(SiteInfo& info, const std::vector<std::string>& ops,
   return "scalar argument types or attributes changed";
 }
 
+// The nearest member of `fam` to `values`: the fewest differing values outside op
+// outputs, then the fewest in all; ties go to the latest. Null without members.
+const Member* nearest_member(const Family& fam, const std::vector<int64_t>& values) {
+  const Member* nearest = nullptr;
+  size_t best_p = SIZE_MAX, best_s = SIZE_MAX;
+  for (const Member& m : fam.members) {
+    size_t p = 0, s = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (m.values[i] == values[i]) continue;
+      ++s;
+      if (!is_output(fam.layout[i].kind)) ++p;
+    }
+    if (p < best_p || (p == best_p && s <= best_s)) {
+      best_p = p;
+      best_s = s;
+      nearest = &m;
+    }
+  }
+  return nearest;
+}
+
 }  // namespace
+
+std::vector<std::pair<int, int>> varying_input_dims(const LazyGraph& g) {
+  std::vector<std::pair<int, int>> out;
+  Signature sig = signature_of(g);
+  auto it = g_families.find(sig.family);
+  if (it == g_families.end() || it->second.layout.size() != sig.items.size()) return out;
+  std::vector<int64_t> values(sig.items.size());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = sig.items[i].value;
+  const Member* m = nearest_member(it->second, values);
+  if (!m) return out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const SpecItem& item = sig.items[i];
+    if (item.kind == SpecItem::kInputDim && m->values[i] != values[i])
+      out.emplace_back(item.where, item.sub);
+  }
+  return out;
+}
 
 Signature signature_of(const LazyGraph& g) {
   Signature s;
@@ -481,25 +519,7 @@ RecompileReport note_compile(const LazyGraph& g, const std::string& site) {
   Family& fam = g_families[sig.family];
   if (fam.members.empty()) fam.layout = sig.items;
   const bool same_layout = fam.layout.size() == sig.items.size();
-  // The nearest member: the fewest differing values outside op outputs, then the fewest
-  // in all; ties go to the latest.
-  const Member* nearest = nullptr;
-  size_t best_p = SIZE_MAX, best_s = SIZE_MAX;
-  if (same_layout) {
-    for (const Member& m : fam.members) {
-      size_t p = 0, s = 0;
-      for (size_t i = 0; i < values.size(); ++i) {
-        if (m.values[i] == values[i]) continue;
-        ++s;
-        if (!is_output(fam.layout[i].kind)) ++p;
-      }
-      if (p < best_p || (p == best_p && s <= best_s)) {
-        best_p = p;
-        best_s = s;
-        nearest = &m;
-      }
-    }
-  }
+  const Member* nearest = same_layout ? nearest_member(fam, values) : nullptr;
   const std::string where = site.empty() ? "" : " at " + site;
   if (nearest) {
     std::vector<Change> changes = describe(g, fam.layout, nearest->values, values);

@@ -56,6 +56,10 @@ struct RecompileReport {
 // nearest earlier member, or, for a new family, against the last graph compiled at
 // `site` (the Python line of the sync; may be empty). Caller holds the cache lock.
 RecompileReport note_compile(const LazyGraph& g, const std::string& site);
+// The input dims (input index, dim) in which `g` differs from the nearest compiled
+// graph of its family: what shape bucketing pads (graph_cache.cpp). Empty for a new
+// family. Caller holds the cache lock.
+std::vector<std::pair<int, int>> varying_input_dims(const LazyGraph& g);
 // Forgets every family (ember._C.clear_cache()). Caller holds the cache lock.
 void clear_families();
 

@@ -286,7 +286,7 @@ void rerun(const Roots& roots, const Futures& futures, int depth,
   bool hit = false;
   std::shared_ptr<const CompiledGraph> entry;
   try {
-    entry = find_or_compile(g, config().backend.load(), &hit);
+    entry = find_or_compile(g, config().backend.load(), &hit, /*allow_buckets=*/true);
   } catch (...) {
     resolve(futures, std::vector<bool>(futures.size(), true), {}, std::current_exception(),
             reported);
@@ -468,7 +468,7 @@ void sync_impl(const std::string& reason, SyncCapture* capture, Then then) {
         if (!capture) split_tail(*job);
         job->build_us = timed ? us_since(t0) : 0;
         t0 = SteadyClock::now();
-        job->entry = find_or_compile(job->g, config().backend.load(), &job->hit);
+        job->entry = find_or_compile(job->g, config().backend.load(), &job->hit, !capture);
         job->lookup_us = timed ? us_since(t0) : 0;
       } catch (...) {
         unclaim_states(claimed, claimed_futures);
