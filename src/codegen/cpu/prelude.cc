@@ -119,15 +119,15 @@ EMBER_INLINE float ember_fsel(bool c, float a, float b) {
 EMBER_INLINE double ember_fsel(bool c, double a, double b) {
   return ember_fsel_bits<double, uint64_t>(c, a, b);
 }
+// torch.maximum / torch.minimum: a NaN operand is the result (a first). Selects, not
+// early returns: GCC 12 does not if-convert the returns in a chain of them for AVX2
+// (a relu/clamp chain stayed a scalar loop, "control flow in loop"); AVX-512 targets
+// did, through masks.
 template <typename C> EMBER_INLINE C ember_fmax(C a, C b) {
-  if (__builtin_isnan(a)) return a;
-  if (__builtin_isnan(b)) return b;
-  return a < b ? b : a;
+  return ember_fsel(__builtin_isnan(a), a, ember_fsel(__builtin_isnan(b), b, ember_fsel(a < b, b, a)));
 }
 template <typename C> EMBER_INLINE C ember_fmin(C a, C b) {
-  if (__builtin_isnan(a)) return a;
-  if (__builtin_isnan(b)) return b;
-  return b < a ? b : a;
+  return ember_fsel(__builtin_isnan(a), a, ember_fsel(__builtin_isnan(b), b, ember_fsel(b < a, b, a)));
 }
 EMBER_INLINE float ember_fmod(float a, float b) { return __builtin_fmodf(a, b); }
 EMBER_INLINE double ember_fmod(double a, double b) { return __builtin_fmod(a, b); }
