@@ -388,17 +388,34 @@ def test_dot_gives_same_bits_with_and_without_a_fused_consumer(name, consumer, m
     assert torch.equal(apart, together), (apart - together).abs().max().item()
 
 
+def _onednn_f32():
+    """Whether the dot-general extern may call oneDNN here (dot_general.cpp,
+    onednn_available): ATen built with it and enabled, and a CPU with AVX-512 BW/VL/DQ."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    except OSError:
+        return False
+    return (
+        torch.backends.mkldnn.is_available()
+        and torch.backends.mkldnn.enabled
+        and all(f in flags for f in ("avx512bw", "avx512vl", "avx512dq"))
+    )
+
+
 def _gemm_library_cases(dev):
     """Products on `dev` and the library the dot-general extern should give each (see
-    test_gemm_library_is_chosen_by_the_dot_alone)."""
+    test_gemm_library_is_chosen_by_the_dot_alone): oneDNN's products are MKL's mm on a
+    CPU without AVX-512."""
+    onednn = "onednn" if _onednn_f32() else "mm"
     g = torch.Generator().manual_seed(0)
     x, w, dy = (torch.randn(*s, generator=g) for s in [(128, 784), (1024, 784), (128, 1024)])
     a, b = torch.randn(4096, 128, generator=g), torch.randn(4096, 256, generator=g)
     xd, wd, dyd, ad, bd = (t.to(dev) for t in (x, w, dy, a, b))
     return [
-        ("onednn", xd @ wd.t()),  # a linear layer's forward
-        ("onednn", dyd @ wd),  # its input gradient
-        ("onednn", dyd.t() @ xd),  # its weight gradient: lhs transposed, 128 contracting
+        (onednn, xd @ wd.t()),  # a linear layer's forward
+        (onednn, dyd @ wd),  # its input gradient
+        (onednn, dyd.t() @ xd),  # its weight gradient: lhs transposed, 128 contracting
         ("mm", ad @ wd[:, :128].t()),  # row-major lhs, 128 contracting
         ("mm", ad.t() @ bd),  # transposed lhs, 4096 contracting
         ("mm", xd[:16, :256] @ wd[:64, :256].t()),  # small
