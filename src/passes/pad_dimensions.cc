@@ -113,8 +113,9 @@ struct Padder {
       case ReduceKind::kOr:
         return Zero(t);
       case ReduceKind::kMultiply:
-      case ReduceKind::kAnd:
         return IsFloat(t) || IsComplex(t) ? Literal::ScalarDouble(t, 1) : Literal::ScalarInt(t, 1);
+      case ReduceKind::kAnd:  // bitwise on integers: all ones
+        return IsPred(t) ? Literal::ScalarInt(t, 1) : Literal::ScalarInt(t, -1);
       case ReduceKind::kMaximum:
         return lowest();
       case ReduceKind::kMinimum:
@@ -160,7 +161,11 @@ struct Padder {
     const Node& node = g.node(o);
     for (size_t d = 0; d < want.size(); ++d)
       if (pads[o][d] != want[d] && pads[o][d].padded) return kInvalidNode;
-    if (node.op == OpKind::kIota) return Rebuild(node, {}, want);
+    if (node.op == OpKind::kIota) {
+      // Along a merged dim the values would count padded positions (o * N + t).
+      if (want[attr::IotaDimension(node)].outer > 1) return kInvalidNode;
+      return Rebuild(node, {}, want);
+    }
     if (node.op == OpKind::kBroadcastInDim) {
       const auto& bd = attr::Dimensions(node);
       const NodeId x = node.operands[0];
@@ -325,6 +330,10 @@ struct Padder {
     }
     if (IsElementwise(op)) {
       EMBER_ASSIGN_OR_RETURN(out, Agree(node, ops));
+      // An integer division raises on a zero divisor: padded positions divide by 1.
+      const DType dt = node.shape.dtype();
+      if ((op == OpKind::kDivide || op == OpKind::kRemainder) && (IsInteger(dt)) && AnyPadded(out))
+        ops[1] = MaskAll(ops[1], out, Literal::ScalarInt(dt, 1));
       return take(Rebuild(node, ops, out));
     }
     switch (op) {
@@ -408,6 +417,8 @@ struct Padder {
         const NodeId x = node.operands[0];
         const int64_t d = attr::Dimension(node);
         NodeId xv = ops[0];
+        if (pads[x][d].padded && pads[x][d].outer > 1)
+          return Refuse(node, "its index along a merged dim would count padded positions");
         if (pads[x][d].padded) {
           auto fill = Identity(op == OpKind::kArgMax ? ReduceKind::kMaximum : ReduceKind::kMinimum,
                                g.node(x).shape.dtype());
@@ -503,10 +514,20 @@ struct Padder {
         auto cp = (*custom_call)(node, operand_pads);
         if (!cp.ok()) return Refuse(node, cp.status().message());
         std::vector<Pads>* rp = &cp->results;
+        std::vector<Pads> cur = operand_pads;  // after widening
+        for (const auto& [k, want] : cp->widen) {
+          if (k < 0 || k >= static_cast<int64_t>(ops.size()))
+            return Refuse(node, "its padding widens an operand it does not have");
+          ops[k] = Widen(node.operands[k], want);
+          if (ops[k] == kInvalidNode)
+            return Refuse(node, "operand " + std::to_string(k) +
+                                    " cannot be recomputed at the padded length");
+          cur[k] = want;
+        }
         for (const auto& f : cp->fills) {
           if (f.operand < 0 || f.operand >= static_cast<int64_t>(ops.size()))
             return Refuse(node, "its padding fills an operand it does not have");
-          ops[f.operand] = Mask(ops[f.operand], pads[node.operands[f.operand]], f.dims, f.value);
+          ops[f.operand] = Mask(ops[f.operand], cur[f.operand], f.dims, f.value);
         }
         if (cp->key_mask) {
           const auto& km = *cp->key_mask;

@@ -27,13 +27,15 @@
 //    attention padded along its sequence dim);
 //  - masked: reduce and argmax/argmin over a padded dim (padded positions hold the
 //    reduction's identity), dot-general contracting over it (both operands zero there),
-//    gather indices and scatter-add updates that are padded (indices 0, updates 0);
+//    gather indices and scatter-add updates that are padded (indices 0, updates 0),
+//    integer divisors (1: a zero would raise);
 //  - refused (Status Unimplemented naming the op, its traced line when the node's
 //    metadata has one, and why): random numbers over a dim of length n (padding moves
 //    the draws), reverse, dynamic slices, concatenate or pad along a padded dim, a gather
 //    or convolution reading a padded operand, a scatter into one or with another
 //    combiner, other custom-calls and tuples of padded values, operands that disagree
-//    and cannot be widened, a reshape that splits the padded dim.
+//    and cannot be widened, a reshape that splits the padded dim, an argmax/argmin or
+//    iota along a merged padded dim (their indices would count padded positions).
 // This list is the one place that decides which ops are pad-safe.
 //
 // Results match the unpadded graph within float tolerance, not bit for bit: a masked
@@ -81,6 +83,9 @@ struct PaddedGraph {
 struct CustomCallPads {
   std::vector<std::vector<DimPadding>> results;
   std::string backend_config;
+  // Operands recomputed with more dims padded first (an in-graph attention mask whose
+  // query dim is a broadcast of length n), as the pass widens an elementwise operand.
+  std::vector<std::pair<int64_t, std::vector<DimPadding>>> widen;
   // Operands whose padded positions along `dims` must hold `value` (an attention mask's
   // -inf, so that padded keys get no weight).
   struct Fill {

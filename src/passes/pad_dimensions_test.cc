@@ -39,14 +39,16 @@ int64_t PaddedIndex(const Shape& s, const std::vector<DimPadding>& pads, int64_t
 }
 
 // Pads `g` and checks it on random inputs: padded positions of float inputs hold NaN,
-// of integer inputs 1000 (out of range for any gather here).
-PaddedGraph ExpectPadsCorrectly(const Graph& g, const Dims& dims, int64_t n, int64_t N) {
+// of integer inputs `int_fill` (1000: out of range for any gather here; 0: what the
+// torch binding pads with).
+PaddedGraph ExpectPadsCorrectly(const Graph& g, const Dims& dims, int64_t n, int64_t N,
+                                int64_t int_fill = 1000) {
   StatusOr<PaddedGraph> pg = PadDimensions(g, dims, n, N);
   EXPECT_TRUE(pg.ok()) << pg.status().ToString() << "\n" << PrintGraph(g);
   if (!pg.ok()) return {};
   std::mt19937_64 rng(7);
   for (int draw = 0; draw < 3; ++draw) {
-    // Normal floats, integers in [0, 6] (fuzz::RandomArguments draws infinities too,
+    // Normal floats, integers in [1, 7] (fuzz::RandomArguments draws infinities too,
     // which make every softmax a NaN).
     std::vector<Literal> args;
     std::normal_distribution<double> normal;
@@ -56,7 +58,7 @@ PaddedGraph ExpectPadsCorrectly(const Graph& g, const Dims& dims, int64_t n, int
         if (IsFloat(l.dtype()))
           l.SetDouble(i, normal(rng));
         else
-          l.SetInt(i, static_cast<int64_t>(rng() % 7));
+          l.SetInt(i, static_cast<int64_t>(rng() % 7) + 1);
       }
       args.push_back(std::move(l));
     }
@@ -69,7 +71,7 @@ PaddedGraph ExpectPadsCorrectly(const Graph& g, const Dims& dims, int64_t n, int
         if (fl)
           l.SetDouble(i, std::nan(""));
         else
-          l.SetInt(i, 1000);
+          l.SetInt(i, int_fill);
       }
       for (int64_t i = 0; i < args[p].num_elements(); ++i) {
         const int64_t j = PaddedIndex(args[p].shape(), pg->parameters[p], n, N, i);
@@ -172,17 +174,46 @@ TEST(PadDimensions, MeanOverThePaddedDimCountsRealPositionsOnly) {
 
 TEST(PadDimensions, GatheredIndicesInPaddedPositionsAreMasked) {
   GraphBuilder b;
-  NodeId w = b.Parameter(0, Shape(DType::kF32, {7, 3}));
-  NodeId ids = b.Parameter(1, Shape(DType::kS64, {2, 5}));
-  // RandomArguments draws ints in a small range; clamp them into [0, 6].
-  NodeId lo = b.BroadcastInDim(b.Constant(Literal::ScalarInt(DType::kS64, 0)), {2, 5}, {});
-  NodeId hi = b.BroadcastInDim(b.Constant(Literal::ScalarInt(DType::kS64, 6)), {2, 5}, {});
-  NodeId idx = b.Clamp(lo, ids, hi);
+  NodeId w = b.Parameter(0, Shape(DType::kF32, {8, 3}));
+  NodeId ids = b.Parameter(1, Shape(DType::kS64, {2, 5}));  // 1..7; padded: 1000
   GatherDims gd{{2}, {0}, {0}, 2};
-  NodeId e = b.Gather(w, idx, gd, {1, 3});  // [2, 5, 3]
+  NodeId e = b.Gather(w, ids, gd, {1, 3});  // [2, 5, 3]
   NodeId pos = b.Iota(Shape(DType::kF32, {2, 5, 3}), 1);
   b.SetOutputs({b.Add(e, pos)});
   ExpectPadsCorrectly(BuildOrDie(b), {{1, 1}}, 5, 8);
+}
+
+TEST(PadDimensions, ScatterAddOfPaddedUpdatesAddsNothingThere) {
+  GraphBuilder b;
+  NodeId dst = b.Parameter(0, Shape(DType::kF32, {8, 3}));
+  NodeId ids = b.Parameter(1, Shape(DType::kS64, {5, 1}));  // 1..7; padded: 1000
+  NodeId upd = b.Parameter(2, Shape(DType::kF32, {5, 3}));  // padded: NaN
+  ScatterDims sd{{1}, {0}, {0}, 1};
+  b.SetOutputs({b.Scatter(dst, ids, upd, sd, ReduceKind::kAdd)});
+  ExpectPadsCorrectly(BuildOrDie(b), {{1, 0}, {2, 0}}, 5, 8);
+}
+
+TEST(PadDimensions, IntegerDivisionAndBitwiseReductionsOverPaddedPositions) {
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, Shape(DType::kS32, {3, 5}));
+  NodeId y = b.Parameter(1, Shape(DType::kS32, {3, 5}));  // 1..7; padded: 0
+  NodeId q = b.Divide(x, y);
+  NodeId r = b.Binary(OpKind::kRemainder, x, y);
+  b.SetOutputs({q, r, b.Reduce(b.Add(x, q), {1}, ReduceKind::kAnd),
+                b.Reduce(x, {1}, ReduceKind::kMultiply), b.Reduce(x, {1}, ReduceKind::kMaximum)});
+  ExpectPadsCorrectly(BuildOrDie(b), {{0, 1}, {1, 1}}, 5, 8, /*int_fill=*/0);
+}
+
+TEST(PadDimensions, SlicesWithinTheRealPositionsAreExact) {
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, Shape(DType::kF32, {2, 6}));
+  NodeId head = b.Slice(x, {0, 1}, {2, 4}, {1, 1});  // [2, 3], not padded
+  NodeId all = b.Slice(x, {0, 0}, {1, 6}, {1, 1});   // [1, 6], padded
+  b.SetOutputs({b.Exp(head), all});
+  PaddedGraph pg = ExpectPadsCorrectly(BuildOrDie(b), {{0, 1}}, 6, 8);
+  ASSERT_EQ(pg.outputs.size(), 2u);
+  EXPECT_FALSE(pg.outputs[0][1].padded);
+  EXPECT_TRUE(pg.outputs[1][1].padded);
 }
 
 TEST(PadDimensions, RefusesOpsThatAreNotPadSafe) {
@@ -200,6 +231,7 @@ TEST(PadDimensions, RefusesOpsThatAreNotPadSafe) {
   refuse([](GraphBuilder& b, NodeId x) { return b.Reverse(x, {1}); }, "padded along");
   refuse([](GraphBuilder& b, NodeId x) { return b.Reshape(x, {2, 2, 3}); }, "splits");
   refuse([](GraphBuilder& b, NodeId x) { return b.Concatenate({x, x}, 1); }, "concatenates");
+  refuse([](GraphBuilder& b, NodeId x) { return b.ArgMax(b.Reshape(x, {12}), 0); }, "merged dim");
   refuse(
       [](GraphBuilder& b, NodeId x) {
         NodeId seed = b.Constant(Literal::ScalarInt(DType::kU64, 1));

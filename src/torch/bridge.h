@@ -334,6 +334,8 @@ void maybe_sync_early();
 std::string graph_debug_text();  // lazy IR of the pending graph (for debugging)
 int64_t cache_size();
 int64_t sync_generation();  // number of syncs that ran work (never reset)
+// Forgets every compiled graph: the graph cache, the recompile families and the padded
+// programs shape bucketing shares between lengths (the disk cache stays).
 void clear_cache();
 
 // Hooks set by the Python binding (the core never includes Python.h).

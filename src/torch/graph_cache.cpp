@@ -18,6 +18,7 @@
 #include "backend.h"
 #include "disk_cache.h"
 #include "ember/codegen/cpu.h"
+#include "ember/runtime/executable_cache.h"
 #include "ember/version.h"
 #include "lower.h"
 #include "lowered_program.h"
@@ -236,6 +237,7 @@ void clear_cache() {
   std::lock_guard<std::mutex> lk(g_cache_mu);
   g_cache.clear();
   clear_families();
+  ember::GlobalExecutableCache().Clear();  // the padded programs of shape bucketing
 }
 
 }  // namespace ember_torch

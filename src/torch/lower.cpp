@@ -508,12 +508,27 @@ std::optional<ember::passes::PaddedGraph> pad_for_bucket(
       st->operand_metas[i] = padded_meta(es.operand_metas[i], 2, req.bucket);
     for (auto& om : st->step.out_metas) om = padded_meta(om, 2, req.bucket);
     const TensorMeta& qm = es.operand_metas[0];
+    // Padded keys and values hold zeros: a NaN or infinity computed there (a log, a
+    // division on zero-padded rows) cannot reach a real row through a zero weight.
+    for (int i = 1; i < 3; ++i) {
+      auto dt = to_ir_dtype(es.operand_metas[i].dtype);
+      if (!dt) return ember::Unimplemented("attention of a dtype without IR dtype");
+      r.fills.push_back({i, {2}, ember::Literal::ScalarDouble(*dt, 0)});
+    }
     if (mask >= 0) {
-      const auto& mp = ops[mask];
+      std::vector<ember::passes::DimPadding> mp = ops[mask];
       const int64_t last = static_cast<int64_t>(mp.size()) - 1;
       if (last < 0 || !mp[last].padded || mp[last].outer != 1 || mp[last].inner != 1)
         return ember::Unimplemented("attention whose mask is not padded along the keys");
       TensorMeta mm = es.operand_metas[mask];
+      // The query dim: padded, of size 1 (broadcast by the kernel), or a broadcast of
+      // length n computed in the graph (a causal tril), recomputed at the padded length.
+      if (last >= 1 && !mp[last - 1].padded && mm.sizes[last - 1] != 1) {
+        if (mm.sizes[last - 1] != req.length)
+          return ember::Unimplemented("attention whose mask's query dim is not the sequence");
+        mp[last - 1].padded = true;
+        r.widen.emplace_back(mask, mp);
+      }
       for (int64_t d = 0; d <= last; ++d) {
         if (!mp[d].padded) continue;
         if (mp[d].outer != 1 || mp[d].inner != 1)
@@ -570,7 +585,15 @@ std::optional<ember::passes::PaddedGraph> pad_for_bucket(
     return std::nullopt;
   }
   for (const auto& [target, es] : flash) {
-    auto ps = padded_states.count(target) ? padded_states[target] : es;
+    // An attention call that reads nothing padded would be shared between lengths with
+    // its arguments (causal, scale) outside the graph's text.
+    if (!padded_states.count(target)) {
+      *why = std::string(kFlashForward) +
+             " reads no padded value (its arguments are not in the "
+             "padded graph's identity)";
+      return std::nullopt;
+    }
+    auto ps = padded_states[target];
     (*kernels)[target] = [ps](ember::ExternCall& c) { return run_extern(*ps, c); };
   }
   return std::move(r).value();
@@ -642,37 +665,38 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
   std::optional<ember::passes::PaddedGraph> padded;
   std::map<std::string, ember::ExternKernel> padded_kernels;
   if (bucket) padded = pad_for_bucket(*built, lw, *bucket, &padded_kernels, bucket_why);
-  const ember::Graph& graph = padded ? padded->graph : *built;
-  for (ember::NodeId id : graph.parameters()) p->param_shapes.push_back(graph.node(id).shape);
   ember::CompileOptions opts;
   opts.backend = backend == Backend::kCpu ? ember::Backend::kCpu : ember::Backend::kInterpreter;
   opts.optimize = true;
   if (padded) {
     // The graph's text is its whole identity (pad_for_bucket names an extern's padded
     // state in its backend_config), and lengths of one bucket give one text.
-    p->pad_length = bucket->length;
-    p->param_pads = std::move(padded->parameters);
-    p->output_pads = std::move(padded->outputs);
-    p->params.push_back(ParamSrc{ParamSrc::kLength, 0, 0});
     opts.externs = std::move(padded_kernels);
     auto& cache = ember::GlobalExecutableCache();
     const int64_t hits = cache.stats().hits;
-    auto exe = cache.GetOrCompile(graph, opts);
-    if (!exe.ok()) {
-      *error = "compiling the padded core graph failed: " + exe.status().message();
-      return nullptr;
+    auto exe = cache.GetOrCompile(padded->graph, opts);
+    if (exe.ok()) {
+      if (reused) *reused = cache.stats().hits > hits;
+      p->exe = std::move(exe).value();
+      p->pad_length = bucket->length;
+      p->param_pads = std::move(padded->parameters);
+      p->output_pads = std::move(padded->outputs);
+      p->params.push_back(ParamSrc{ParamSrc::kLength, 0, 0});
+    } else {
+      *bucket_why = "compiling the padded graph failed: " + exe.status().message();
     }
-    if (reused) *reused = cache.stats().hits > hits;
-    p->exe = std::move(exe).value();
-  } else {
+  }
+  if (!p->exe) {
     opts.externs = std::move(lw.kernels);
-    auto exe = ember::Compile(graph, opts);
+    auto exe = ember::Compile(*built, opts);
     if (!exe.ok()) {
       *error = "compiling the core graph failed: " + exe.status().message();
       return nullptr;
     }
     p->exe = std::make_shared<const ember::Executable>(std::move(exe).value());
   }
+  const ember::Graph& compiled = p->pad_length ? padded->graph : *built;
+  for (ember::NodeId id : compiled.parameters()) p->param_shapes.push_back(compiled.node(id).shape);
   p->externs = std::move(lw.externs);
   GraphStats& st = lw.stats;
   st.backend = backend_name(static_cast<int>(backend));
