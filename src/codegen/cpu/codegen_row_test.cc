@@ -1,8 +1,8 @@
-// Row kernels (emitter.cc): kernels whose reductions all reduce the same
-// innermost dims and whose other values are consumed per row run as one
-// phase over the rows (one pass per reduction, then the outputs; expensive
-// values several passes need kept in a row buffer). Checked
-// against the interpreter bit for bit with vector math off (reductions of
+// Row kernels (plan_rows.cc; emitter.cc under EMBER_CODEGEN_LOOP_IR=0): kernels whose reductions
+// all reduce the same innermost dims and whose other values are consumed per row run as one phase
+// over the rows (one pass per reduction, then the outputs; expensive values several passes need
+// kept in a row buffer). Checked against the interpreter bit for bit with vector math off
+// (reductions of
 // <= 128 elements follow the interpreter's order exactly) and within stated
 // tolerances with it on; also the fallback to separate phases, errors,
 // bf16, multi-dim rows, several threads, and the per-row hoisting of row
