@@ -2,6 +2,7 @@
 // parts ember.export stores for a batch bucket.
 #include <stdexcept>
 
+#include "aten_extern.h"
 #include "binding.h"
 #include "ember/ir/text.h"
 #include "lowered_program.h"
@@ -55,7 +56,7 @@ struct CapturedProgramAccess {
       prog.outputs.push_back({s.root, lp.output_metas.at(s.root)});
     }
     for (const auto& es : lp.externs) {
-      std::string target = "aten:" + es->step.name + "#" + std::to_string(es->op_index);
+      std::string target = extern_target(es->step.name, es->op_index);
       prog.externs[target] = es;
       out.schemas.push_back(es->step.name);
     }

@@ -37,11 +37,6 @@ struct Padder {
     return Unimplemented(where, ": ", why);
   }
 
-  static bool AnyPadded(const Pads& p) {
-    for (const auto& d : p)
-      if (d.padded) return true;
-    return false;
-  }
   bool OperandPadded(const Node& node) const {
     for (NodeId o : node.operands) {
       if (AnyPadded(pads[o])) return true;
@@ -149,6 +144,35 @@ struct Padder {
     return out;
   }
 
+  // Per result dim of gather `node`: the indices dim it ranges over (a batch dim), or -1
+  // (an offset dim, a slice of the operand).
+  std::vector<int64_t> GatherBatchDims(const Node& node) const {
+    const GatherDims gd = GatherDimsOf(node);
+    const int64_t index_rank = g.node(node.operands[1]).shape.rank();
+    std::vector<int64_t> of(node.shape.rank(), -1);
+    std::vector<bool> offset(node.shape.rank(), false);
+    for (int64_t d : gd.offset_dims) offset[d] = true;
+    int64_t k = 0;
+    for (int i = 0; i < node.shape.rank(); ++i) {
+      if (offset[i]) continue;
+      if (k == gd.index_vector_dim) ++k;
+      if (k < index_rank) of[i] = k;
+      ++k;
+    }
+    return of;
+  }
+
+  // Per operand dim of broadcast-in-dim `node`: the result dim it is (same size), or -1
+  // (a dim of size 1 expanded).
+  std::vector<int64_t> BroadcastKeptDims(const Node& node) const {
+    const auto& bd = attr::Dimensions(node);
+    const Shape& os = g.node(node.operands[0]).shape;
+    std::vector<int64_t> of(bd.size(), -1);
+    for (size_t i = 0; i < bd.size(); ++i)
+      if (os.dim(static_cast<int>(i)) == node.shape.dim(static_cast<int>(bd[i]))) of[i] = bd[i];
+    return of;
+  }
+
   // Old node `o` recomputed with the padding `want` (each dim as padded or more): values
   // that do not depend on position along a dim, or are iota along it, have a padded form
   // that keeps the invariant. A dim of length n the walk left unpadded (a bias broadcast
@@ -167,16 +191,14 @@ struct Padder {
       return Rebuild(node, {}, want);
     }
     if (node.op == OpKind::kBroadcastInDim) {
-      const auto& bd = attr::Dimensions(node);
       const NodeId x = node.operands[0];
-      const Shape& xs = g.node(x).shape;
+      const std::vector<int64_t> kept = BroadcastKeptDims(node);
       Pads xw = pads[x];
-      for (size_t i = 0; i < bd.size(); ++i)
-        if (xs.dim(static_cast<int>(i)) == node.shape.dim(static_cast<int>(bd[i])))
-          xw[i] = want[bd[i]];
+      for (size_t i = 0; i < kept.size(); ++i)
+        if (kept[i] >= 0) xw[i] = want[kept[i]];
       NodeId xv = Widen(x, xw);
       if (xv == kInvalidNode) return kInvalidNode;
-      return b.BroadcastInDim(xv, PaddedDims(node.shape, want), bd);
+      return b.BroadcastInDim(xv, PaddedDims(node.shape, want), attr::Dimensions(node));
     }
     if (IsElementwise(node.op)) {
       std::vector<NodeId> ops;
@@ -210,19 +232,13 @@ struct Padder {
     if (node.op == OpKind::kGather) {
       const NodeId src = node.operands[0], idx = node.operands[1];
       if (AnyPadded(pads[src])) return kInvalidNode;
-      const GatherDims gd = GatherDimsOf(node);
-      std::vector<bool> offset(node.shape.rank(), false);
-      for (int64_t d : gd.offset_dims) offset[d] = true;
+      const std::vector<int64_t> batch = GatherBatchDims(node);
       Pads iw = pads[idx];
-      size_t k = 0;
-      for (int i = 0; i < node.shape.rank(); ++i) {
-        if (offset[i]) {
-          if (want[i].padded) return kInvalidNode;
-          continue;
-        }
-        if (static_cast<int64_t>(k) == gd.index_vector_dim) ++k;
-        if (k < iw.size()) iw[k] = want[i];
-        ++k;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (batch[i] >= 0)
+          iw[batch[i]] = want[i];
+        else if (want[i].padded)
+          return kInvalidNode;
       }
       NodeId iv = Widen(idx, iw);
       if (iv == kInvalidNode) return kInvalidNode;
@@ -338,12 +354,9 @@ struct Padder {
     }
     switch (op) {
       case OpKind::kBroadcastInDim: {
-        const auto& bd = attr::Dimensions(node);
-        const Shape& os = g.node(node.operands[0]).shape;
-        for (size_t i = 0; i < bd.size(); ++i) {
-          if (os.dim(static_cast<int>(i)) == node.shape.dim(static_cast<int>(bd[i])))
-            out[bd[i]] = pads[node.operands[0]][i];
-        }
+        const std::vector<int64_t> kept = BroadcastKeptDims(node);
+        for (size_t i = 0; i < kept.size(); ++i)
+          if (kept[i] >= 0) out[kept[i]] = pads[node.operands[0]][i];
         return take(Rebuild(node, ops, out));  // created dims: padded by Widen
       }
       case OpKind::kReshape: {
@@ -479,17 +492,9 @@ struct Padder {
         if (AnyPadded(pads[src])) return Refuse(node, "it gathers from a padded operand");
         NodeId iv = ops[1];
         if (AnyPadded(pads[idx])) iv = MaskAll(iv, pads[idx], Zero(g.node(idx).shape.dtype()));
-        const GatherDims gd = GatherDimsOf(node);
-        std::vector<bool> offset(node.shape.rank(), false);
-        for (int64_t d : gd.offset_dims) offset[d] = true;
-        size_t k = 0;
-        const Pads& ipd = pads[idx];
-        for (int i = 0; i < node.shape.rank(); ++i) {
-          if (offset[i]) continue;
-          if (static_cast<int64_t>(k) == gd.index_vector_dim) ++k;
-          if (k < ipd.size()) out[i] = ipd[k];
-          ++k;
-        }
+        const std::vector<int64_t> batch = GatherBatchDims(node);
+        for (size_t i = 0; i < batch.size(); ++i)
+          if (batch[i] >= 0) out[i] = pads[idx][batch[i]];
         return take(Rebuild(node, {ops[0], iv}, out));
       }
       case OpKind::kScatter: {

@@ -63,6 +63,13 @@ struct DimPadding {
   bool operator!=(const DimPadding& o) const { return !(*this == o); }
 };
 
+// Whether any dim of a value is padded.
+inline bool AnyPadded(const std::vector<DimPadding>& dims) {
+  for (const auto& d : dims)
+    if (d.padded) return true;
+  return false;
+}
+
 struct PaddedGraph {
   // Parameters 0..k-1 as in the input graph (padded where the length runs), then
   // parameter k: the length n (s64[]). No output aliases (donation is off).

@@ -16,7 +16,8 @@ std::string ExecutableCache::KeyFor(const Graph& g, const CompileOptions& o) {
 }
 
 StatusOr<std::shared_ptr<const Executable>> ExecutableCache::GetOrCompile(
-    const Graph& g, const CompileOptions& options) {
+    const Graph& g, const CompileOptions& options, bool* hit) {
+  if (hit) *hit = true;
   const std::string key = key_fn_ ? key_fn_(g, options) : KeyFor(g, options);
   const std::string text = PrintGraph(g);
   {
@@ -33,12 +34,16 @@ StatusOr<std::shared_ptr<const Executable>> ExecutableCache::GetOrCompile(
     ++stats_.misses;
     if (collided) ++stats_.collisions;
   }
+  if (hit) *hit = false;
   EMBER_ASSIGN_OR_RETURN(Executable exe, Compile(g, options));
   auto shared = std::make_shared<const Executable>(std::move(exe));
   std::lock_guard<std::mutex> lock(mu_);
   auto range = entries_.equal_range(key);
   for (auto it = range.first; it != range.second; ++it) {
-    if (it->second.text == text) return it->second.exe;  // another thread stored it first
+    if (it->second.text == text) {  // another thread stored it first
+      if (hit) *hit = true;
+      return it->second.exe;
+    }
   }
   entries_.emplace(key, Entry{text, shared});
   stats_.entries = static_cast<int64_t>(entries_.size());

@@ -524,10 +524,13 @@ TEST(ThreadPool, RuntimeParallelForCanBeReplaced) {
 TEST(ExecutableCache, HitsComparesTextAndCounts) {
   ExecutableCache cache;
   Graph g = Parse(kSoftmaxAndArgmax);
-  auto a = cache.GetOrCompile(g, CpuOptions());
+  bool hit = true;
+  auto a = cache.GetOrCompile(g, CpuOptions(), &hit);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  auto b = cache.GetOrCompile(Parse(kSoftmaxAndArgmax), CpuOptions());
+  EXPECT_FALSE(hit);
+  auto b = cache.GetOrCompile(Parse(kSoftmaxAndArgmax), CpuOptions(), &hit);
   ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(hit);
   EXPECT_EQ(a->get(), b->get());
   EXPECT_EQ(cache.stats().hits, 1);
   EXPECT_EQ(cache.stats().misses, 1);

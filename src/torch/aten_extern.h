@@ -4,6 +4,7 @@
 #pragma once
 
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "aten_step.h"
@@ -27,6 +28,12 @@ struct ExternState {
 // ATen exception becomes an Internal status naming the op; the exception itself is kept
 // for the sync (take_extern_error) so the user gets eager's exception type.
 ember::Status run_extern(const ExternState& es, ember::ExternCall& call);
+
+// The custom-call target of the extern of ATen op `name` at lazy op `op_index`
+// ("aten:<name>#<k>"): unique within a graph, and what GraphStats counts by op name.
+inline std::string extern_target(const std::string& name, int op_index) {
+  return "aten:" + name + "#" + std::to_string(op_index);
+}
 
 // The exception of the first extern that failed since clear_extern_error, and its op
 // index (LazyGraph::ops), or (null, -1). Syncs are serialized: one run at a time.

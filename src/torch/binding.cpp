@@ -77,6 +77,14 @@ std::vector<int64_t> dense_permutation(const at::Tensor& t) {
 
 // ---------------------------------------------------------------- runtime buffers as tensors
 // A CPU tensor over `buf`'s bytes (which it keeps alive) with sizes/strides of `m`.
+TensorMeta row_major_meta(const TensorMeta& m) {
+  TensorMeta r = m;
+  auto cs = c10::contiguous_strides(r.sizes);
+  r.strides.assign(cs.begin(), cs.end());
+  r.offset = 0;
+  return r;
+}
+
 at::Tensor wrap_buffer(const ember::BufferRef& buf, const TensorMeta& m) {
   void* data = buf->data();
   c10::DataPtr dp(data, new ember::BufferRef(buf), &delete_runtime_buffer, c10::Device(c10::kCPU));
@@ -161,13 +169,6 @@ c10::IValue scalar_ivalue(const ember::Literal& lit, int tag) {
 // ---------------------------------------------------------------- a lowered run
 namespace {
 
-// Shape bucketing (LoweredProgram::pad_length): whether any dim is padded.
-bool padded(const std::vector<ember::passes::DimPadding>& pads) {
-  for (const auto& d : pads)
-    if (d.padded) return true;
-  return false;
-}
-
 // Input `t` (the real length n along its padded dims) in a zero-filled row-major tensor
 // of the padded parameter shape `shape`.
 at::Tensor pad_input(const at::Tensor& t, const ember::Shape& shape, int64_t n) {
@@ -185,14 +186,9 @@ at::Tensor real_positions(const ember::BufferRef& buf,
                           const std::vector<ember::passes::DimPadding>& pads, const TensorMeta& m,
                           int64_t n) {
   const ember::Shape& s = buf->literal().shape();
-  TensorMeta dense;
-  dense.dtype = m.dtype;
-  dense.sizes = s.dims();
-  {
-    auto cs = c10::contiguous_strides(dense.sizes);
-    dense.strides.assign(cs.begin(), cs.end());
-  }
-  at::Tensor t = wrap_buffer(buf, dense);
+  TensorMeta padded = m;
+  padded.sizes = s.dims();
+  at::Tensor t = wrap_buffer(buf, row_major_meta(padded));
   // Split each padded dim into [outer, N, inner] and narrow N to n.
   std::vector<int64_t> split;
   std::vector<std::pair<int64_t, int64_t>> narrow;  // (dim of `split`, n)
@@ -327,7 +323,7 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
       continue;
     }
     at::Tensor t = g.inputs[src.index];
-    if (p.pad_length && padded(p.param_pads[i])) {
+    if (p.pad_length && ember::passes::AnyPadded(p.param_pads[i])) {
       t = pad_input(t, p.param_shapes[i], p.pad_length);
       input_copies++;
     } else if (!src.permuted && !row_major(t)) {
@@ -420,7 +416,7 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
     }
     const ember::BufferRef& buf = (*res)[i];
     const TensorMeta* m = &p.output_metas[i];
-    if (p.pad_length && padded(p.output_pads[i])) {
+    if (p.pad_length && ember::passes::AnyPadded(p.output_pads[i])) {
       out_copies++;
       out.outputs.push_back(relayout(real_positions(buf, p.output_pads[i], *m, p.pad_length), *m));
       continue;
@@ -440,14 +436,8 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
           base.scalar_type() == m->dtype) {
         out.outputs.push_back(tensor_over(base.storage(), 0, m->sizes, m->strides, m->dtype));
       } else {
-        TensorMeta dense = *m;
-        {
-          auto cs = c10::contiguous_strides(m->sizes);
-          dense.strides.assign(cs.begin(), cs.end());
-        }
-        dense.offset = 0;
         out_copies++;
-        out.outputs.push_back(relayout(wrap_buffer(buf, dense), *m));
+        out.outputs.push_back(relayout(wrap_buffer(buf, row_major_meta(*m)), *m));
       }
       continue;
     }
@@ -469,15 +459,8 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
       }
       continue;
     }
-    TensorMeta dense = *m;
-    {
-      auto cs = c10::contiguous_strides(m->sizes);
-      dense.strides.assign(cs.begin(), cs.end());
-    }
-    dense.offset = 0;
-    at::Tensor src = wrap_buffer(buf, dense);
     out_copies++;
-    out.outputs.push_back(relayout(src, *m));
+    out.outputs.push_back(relayout(wrap_buffer(buf, row_major_meta(*m)), *m));
   }
   if (out_copies) {
     std::lock_guard<std::mutex> mg(metrics().mu);

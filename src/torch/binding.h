@@ -24,6 +24,10 @@ bool row_major(const at::Tensor& t);
 std::vector<int64_t> dense_permutation(const TensorMeta& m);
 std::vector<int64_t> dense_permutation(const at::Tensor& t);
 
+// `m`'s sizes and dtype laid out row-major at offset 0: how a runtime buffer holds a
+// value whatever eager's layout.
+TensorMeta row_major_meta(const TensorMeta& m);
+
 // A CPU tensor over `buf`'s bytes (which it keeps alive) with sizes/strides of `m`.
 at::Tensor wrap_buffer(const ember::BufferRef& buf, const TensorMeta& m);
 

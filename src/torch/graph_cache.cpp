@@ -72,6 +72,13 @@ std::optional<BucketRequest> bucket_request(const LazyGraph& g,
   return std::nullopt;
 }
 
+// One line of the recompile channel: stderr under EMBER_LOG=recompile and, while
+// ember.config.log_recompiles, logger "ember".
+void log_recompile_line(const std::string& text) {
+  ember::LogLine("recompile", text);
+  if (config().log_recompiles.load() && g_log_hook) g_log_hook("recompile", text);
+}
+
 std::string dims_text(const std::vector<std::pair<int, int>>& dims) {
   std::string s;
   for (auto [in, d] : dims) {
@@ -138,6 +145,7 @@ std::shared_ptr<const CompiledGraph> find_or_compile(const LazyGraph& g, int bac
     }
   }
   const char* name = backend_name(backend);
+  const Signature sig = signature_of(g);  // the recompile report's and bucketing's
   std::optional<BucketRequest> bucket;
   std::string bucket_why;
   if (allow_buckets && backend != static_cast<int>(Backend::kAten)) {
@@ -146,7 +154,7 @@ std::shared_ptr<const CompiledGraph> find_or_compile(const LazyGraph& g, int bac
       std::vector<std::pair<int, int>> dims;
       {
         std::lock_guard<std::mutex> lk(g_cache_mu);
-        dims = varying_input_dims(g);
+        dims = varying_input_dims(sig);
       }
       bucket = bucket_request(g, dims, buckets, &bucket_why);
     }
@@ -164,7 +172,7 @@ std::shared_ptr<const CompiledGraph> find_or_compile(const LazyGraph& g, int bac
   {
     std::lock_guard<std::mutex> lk(g_cache_mu);
     g_cache[g.hash].push_back(entry);
-    report = note_compile(g, site);
+    report = note_compile(g, sig, site);
   }
   // The report is emitted outside the cache lock (the hooks take the GIL).
   if (!report.reason.empty()) {
@@ -173,8 +181,7 @@ std::shared_ptr<const CompiledGraph> find_or_compile(const LazyGraph& g, int bac
       metrics().recompiles++;
       metrics().recompiles_by_reason[report.reason]++;
     }
-    ember::LogLine("recompile", report.text);
-    if (config().log_recompiles.load() && g_log_hook) g_log_hook("recompile", report.text);
+    log_recompile_line(report.text);
   }
   if (!report.warning.empty() && g_warn_hook) g_warn_hook(report.warning);
   if (bucket || !bucket_why.empty()) {
@@ -196,8 +203,7 @@ std::shared_ptr<const CompiledGraph> find_or_compile(const LazyGraph& g, int bac
         metrics().bucket_refusals++;
       }
     }
-    ember::LogLine("recompile", text);
-    if (config().log_recompiles.load() && g_log_hook) g_log_hook("recompile", text);
+    log_recompile_line(text);
   }
   dump_graph(g);
   if (!disk_hit) disk_cache_store(g.hash, name, g.tokens);

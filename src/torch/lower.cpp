@@ -393,7 +393,7 @@ struct Lowerer {
     for (const auto& m : n->outputs) shapes.emplace_back(*to_ir_dtype(m.dtype), m.sizes);
     std::vector<ember::NodeId> vals;
     if (!shapes.empty()) {
-      std::string target = "aten:" + st.name + "#" + std::to_string(k);
+      std::string target = extern_target(st.name, k);
       ember::Shape result = shapes.size() == 1 ? shapes[0] : ember::Shape::Tuple(shapes);
       // A functional variant run as its in-place op (aten_step.h): each written
       // argument's result element (of its argument's shape: find_inplace_variant) may
@@ -437,10 +437,7 @@ namespace {
 TensorMeta padded_meta(const TensorMeta& m, int64_t d, int64_t n) {
   TensorMeta p = m;
   p.sizes[d] = n;
-  p.offset = 0;
-  auto cs = c10::contiguous_strides(p.sizes);
-  p.strides.assign(cs.begin(), cs.end());
-  return p;
+  return row_major_meta(p);
 }
 
 // The attention extern (attention.cpp's flash forward) padded along the sequence dim (2)
@@ -457,7 +454,7 @@ std::optional<ember::passes::PaddedGraph> pad_for_bucket(
     std::map<std::string, ember::ExternKernel>* kernels, std::string* why) {
   std::map<std::string, std::shared_ptr<const ExternState>> flash;  // target -> state
   for (const auto& es : lw.externs) {
-    const std::string target = "aten:" + es->step.name + "#" + std::to_string(es->op_index);
+    const std::string target = extern_target(es->step.name, es->op_index);
     if (es->step.name != kFlashForward) {
       *why =
           es->step.name + " runs as an ATen extern, whose kernel is bound to this graph's shapes";
@@ -672,11 +669,8 @@ std::shared_ptr<LoweredProgram> lower_graph(const LazyGraph& g, Backend backend,
     // The graph's text is its whole identity (pad_for_bucket names an extern's padded
     // state in its backend_config), and lengths of one bucket give one text.
     opts.externs = std::move(padded_kernels);
-    auto& cache = ember::GlobalExecutableCache();
-    const int64_t hits = cache.stats().hits;
-    auto exe = cache.GetOrCompile(padded->graph, opts);
+    auto exe = ember::GlobalExecutableCache().GetOrCompile(padded->graph, opts, reused);
     if (exe.ok()) {
-      if (reused) *reused = cache.stats().hits > hits;
       p->exe = std::move(exe).value();
       p->pad_length = bucket->length;
       p->param_pads = std::move(padded->parameters);

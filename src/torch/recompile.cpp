@@ -418,9 +418,8 @@ const Member* nearest_member(const Family& fam, const std::vector<int64_t>& valu
 
 }  // namespace
 
-std::vector<std::pair<int, int>> varying_input_dims(const LazyGraph& g) {
+std::vector<std::pair<int, int>> varying_input_dims(const Signature& sig) {
   std::vector<std::pair<int, int>> out;
-  Signature sig = signature_of(g);
   auto it = g_families.find(sig.family);
   if (it == g_families.end() || it->second.layout.size() != sig.items.size()) return out;
   std::vector<int64_t> values(sig.items.size());
@@ -511,9 +510,8 @@ Signature signature_of(const LazyGraph& g) {
   return s;
 }
 
-RecompileReport note_compile(const LazyGraph& g, const std::string& site) {
+RecompileReport note_compile(const LazyGraph& g, const Signature& sig, const std::string& site) {
   RecompileReport r;
-  Signature sig = signature_of(g);
   std::vector<int64_t> values(sig.items.size());
   for (size_t i = 0; i < values.size(); ++i) values[i] = sig.items[i].value;
   Family& fam = g_families[sig.family];

@@ -37,7 +37,8 @@ struct Signature {
   std::vector<SpecItem> items;
 };
 
-// `g`'s family and its values (on a cache miss: one walk over the graph).
+// `g`'s family and its values (on a cache miss: one walk over the graph, shared by
+// varying_input_dims and note_compile).
 Signature signature_of(const LazyGraph& g);
 
 // The report of one compile. `reason` is empty when the graph is not a recompile (its
@@ -52,14 +53,15 @@ struct RecompileReport {
   std::string warning;
 };
 
-// Records `g` (just compiled) in its family and reports what changed against the
-// nearest earlier member, or, for a new family, against the last graph compiled at
-// `site` (the Python line of the sync; may be empty). Caller holds the cache lock.
-RecompileReport note_compile(const LazyGraph& g, const std::string& site);
+// Records `g` (just compiled; `sig` its signature_of) in its family and reports what
+// changed against the nearest earlier member, or, for a new family, against the last
+// graph compiled at `site` (the Python line of the sync; may be empty). Caller holds
+// the cache lock.
+RecompileReport note_compile(const LazyGraph& g, const Signature& sig, const std::string& site);
 // The input dims (input index, dim) in which `g` differs from the nearest compiled
 // graph of its family: what shape bucketing pads (graph_cache.cpp). Empty for a new
 // family. Caller holds the cache lock.
-std::vector<std::pair<int, int>> varying_input_dims(const LazyGraph& g);
+std::vector<std::pair<int, int>> varying_input_dims(const Signature& sig);
 // Forgets every family (ember._C.clear_cache()). Caller holds the cache lock.
 void clear_families();
 

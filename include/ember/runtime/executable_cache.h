@@ -31,9 +31,11 @@ struct ExecutableCacheStats {
 class ExecutableCache {
  public:
   // The executable for `g` compiled with `options`, compiling it on a miss.
-  // Compile errors are returned and not cached.
+  // Compile errors are returned and not cached. `*hit` (when given): the executable was
+  // compiled before (by this call's own lookup, or by a thread that stored it first).
   StatusOr<std::shared_ptr<const Executable>> GetOrCompile(const Graph& g,
-                                                           const CompileOptions& options = {});
+                                                           const CompileOptions& options = {},
+                                                           bool* hit = nullptr);
   ExecutableCacheStats stats() const;
   void Clear();
 
