@@ -509,7 +509,9 @@ std::vector<int> VectorizedLines(const std::string& source) {
   auto cxx = ResolveCompiler("");
   EXPECT_TRUE(cxx.ok());
   std::vector<std::string> argv = {*cxx};
-  for (const auto& f : CompileFlags(false)) {
+  std::vector<std::string> flags = CompileFlags(false);
+  for (const auto& f : NativeTuneFlags(*cxx, DefaultCacheDir())) flags.push_back(f);  // as Compile
+  for (const auto& f : flags) {
     if (f != "-shared" && f != "-w" && f.rfind("-Wl,", 0) != 0) argv.push_back(f);
   }
   argv.insert(argv.end(), {"-fopt-info-vec-optimized", "-c", "kernel.cc", "-o", "kernel.o"});
@@ -587,6 +589,40 @@ TEST(CodegenObject, InnerLoopsVectorize) {
     EXPECT_TRUE(vec) << "line " << loop << " not vectorized (reported:" << reported << ")\n"
                      << red->code;
   }
+}
+
+// A 2x2 max pool's window (stride-2 slices of [64,32,8,8]) reads its input at
+// strided positions of the flat loop: a vector loop needs gathers. Where
+// NativeTuneFlags turns them on (a CPU GCC tunes as generic, without the GDS
+// mitigation) the loop must vectorize; it stayed scalar, 8x slower, without the
+// flag on such a machine. Elsewhere the compiler's own tuning decides, and the
+// flags are empty on a GDS-mitigated CPU.
+TEST(CodegenObject, StridedLoadsVectorizeWhereTheTuningAllowsGathers) {
+  auto cxx = ResolveCompiler("");
+  ASSERT_TRUE(cxx.ok());
+  const std::vector<std::string> tune = NativeTuneFlags(*cxx, DefaultCacheDir());
+  std::string gds;
+  if (ReadFile("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling", &gds).ok() &&
+      gds.rfind("Mitigation", 0) == 0) {
+    EXPECT_TRUE(tune.empty());
+  }
+  ASSERT_LE(tune.size(), 1u);
+  if (tune.empty()) GTEST_SKIP() << "this compiler tunes for this CPU itself";
+  EXPECT_EQ(tune[0].rfind("-mtune-ctrl=use_gather", 0), 0u) << tune[0];
+  GraphBuilder b;
+  NodeId x = b.Parameter(0, Shape(DType::kF32, {64, 32, 8, 8}));
+  NodeId m = b.Maximum(b.Slice(x, {0, 0, 0, 0}, {64, 32, 7, 7}, {1, 1, 2, 2}),
+                       b.Slice(x, {0, 0, 1, 1}, {64, 32, 8, 8}, {1, 1, 2, 2}));
+  b.SetOutputs({m});
+  auto g = b.Build();
+  ASSERT_TRUE(g.ok());
+  auto src = EmitKernelSource(*g);
+  ASSERT_TRUE(src.ok());
+  auto [f0, f1] = FunctionLines(src->code, "ember_phase_0");
+  ASSERT_GT(f0, 0);
+  bool vec = false;
+  for (int l : VectorizedLines(src->code)) vec |= l > f0 && l < f1;
+  EXPECT_TRUE(vec) << src->code;
 }
 
 }  // namespace

@@ -134,6 +134,9 @@ StatusOr<Target> ResolveTarget(const CodegenOptions& options) {
   }
   EMBER_ASSIGN_OR_RETURN(t.version, CompilerVersion(t.cxx, t.dir));
   t.flags = CompileFlags(fast);
+  if (options.cpu_features.empty()) {  // -march=native: this CPU's tuning (not a portable target)
+    for (auto& f : NativeTuneFlags(t.cxx, t.dir)) t.flags.push_back(std::move(f));
+  }
   t.flags.insert(t.flags.end(), options.extra_flags.begin(), options.extra_flags.end());
   t.features = options.cpu_features.empty() ? CpuFeatures() : options.cpu_features;
   return t;

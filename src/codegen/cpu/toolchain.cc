@@ -94,6 +94,81 @@ std::vector<std::string> CompileFlags(bool fast) {
           "-Wl,--as-needed",   "-w"};
 }
 
+namespace {
+
+// The kernel of /sys/.../gather_data_sampling: "Not affected", "Vulnerable",
+// "Mitigation: Microcode", ...; "" where the file is absent.
+std::string GatherDataSampling() {
+  std::string s;
+  if (!ReadFile("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling", &s).ok()) return "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// The probe behind NativeTuneFlags, run once per compiler, CPU and GDS state.
+std::vector<std::string> ProbeNativeTuneFlags(const std::string& cxx, const std::string& gds) {
+#if defined(__x86_64__)
+  if (gds.rfind("Mitigation", 0) == 0) return {};  // gathers are slow under the microcode
+  std::string out;
+  // GCC prints the options -march=native resolved to; another compiler fails or prints
+  // no -mtune= line, and keeps its own tuning.
+  StatusOr<int> rc = RunProcess({cxx, "-march=native", "-Q", "--help=target"}, "", &out);
+  if (!rc.ok() || *rc != 0) return {};
+  std::istringstream in(out);
+  std::string tune;
+  for (std::string l; std::getline(in, l);) {
+    std::istringstream words(l);
+    std::string key, value;
+    if (words >> key >> value && key == "-mtune=") tune = value;
+  }
+  if (tune != "generic") return {};  // the compiler knows this CPU: its tuning decides
+  // The tuning knob's names differ between GCC releases; an unknown name is an error.
+  for (const char* names : {"use_gather_2parts,use_gather_4parts,use_gather_8parts",
+                            "use_gather_2parts,use_gather_4parts,use_gather", "use_gather"}) {
+    const std::string flag = std::string("-mtune-ctrl=") + names;
+    rc = RunProcess({cxx, "-x", "c++", "-fsyntax-only", flag, "/dev/null"}, "", &out);
+    if (rc.ok() && *rc == 0) return {flag};
+  }
+#else
+  (void)cxx;
+  (void)gds;
+#endif
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> NativeTuneFlags(const std::string& cxx, const std::string& cache_dir) {
+  static std::mutex mu;
+  static std::map<std::string, std::vector<std::string>> memo;
+  const std::string gds = GatherDataSampling();
+  const std::string id = cxx + "|" + CpuFeatures() + "|" + gds;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = memo.find(id);
+  if (it != memo.end()) return it->second;
+  const std::string version = [&] {
+    auto v = CompilerVersion(cxx, cache_dir);
+    return v.ok() ? *v : std::string();
+  }();
+  const std::string file = cache_dir + "/toolchain/" + Sha256Hex(id + "|" + version) + ".tune";
+  const std::string header = "ember-tune 1\n";
+  std::vector<std::string> flags;
+  std::string cached;
+  if (ReadFile(file, &cached).ok() && cached.rfind(header, 0) == 0) {
+    std::istringstream in(cached.substr(header.size()));
+    for (std::string f; std::getline(in, f);) {
+      if (!f.empty()) flags.push_back(f);
+    }
+  } else {
+    flags = ProbeNativeTuneFlags(cxx, gds);
+    std::string text = header;
+    for (const auto& f : flags) text += f + "\n";
+    (void)WriteFileAtomic(file, text);  // best effort, as for the version
+  }
+  memo[id] = flags;
+  return flags;
+}
+
 const std::string& CpuFeatures() {
   static const std::string features = [] {
     std::ifstream in("/proc/cpuinfo");

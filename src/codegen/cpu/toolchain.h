@@ -23,6 +23,19 @@ StatusOr<std::string> CompilerVersion(const std::string& cxx, const std::string&
 // -fno-math-errno -fwrapv -ffp-contract=off ... (never -ffast-math or -fopenmp).
 std::vector<std::string> CompileFlags(bool fast);
 
+// Tuning flags added after CompileFlags on this machine: on x86, where GCC's
+// -march=native resolves to -mtune=generic (a CPU this GCC does not know, e.g.
+// a recent Xeon in a VM) and the CPU is not slowed by the Gather Data Sampling
+// microcode mitigation (/sys/devices/system/cpu/vulnerabilities/
+// gather_data_sampling), `-mtune-ctrl=use_gather...` (the names this compiler
+// accepts): GCC's generic tuning turns vector gathers off because of that
+// mitigation, which leaves every loop with a strided or broadcast load scalar
+// (a max-pool kernel: 473 us scalar, 55 us with gathers; docs/codegen.md,
+// "Compiler flags"). Empty elsewhere (a known CPU keeps its compiler's tuning;
+// another compiler, another architecture). Probed once per compiler, CPU and
+// mitigation state, memoized and cached on disk under <cache_dir>/toolchain/.
+std::vector<std::string> NativeTuneFlags(const std::string& cxx, const std::string& cache_dir);
+
 // The CPU feature set that -march=native code depends on: the sorted
 // `flags` of /proc/cpuinfo (or __builtin_cpu_supports probes).
 const std::string& CpuFeatures();
