@@ -59,19 +59,23 @@ at::Tensor as_matrices(const at::Tensor& t, const std::vector<int64_t>& perm, in
 
 std::atomic<int64_t> g_gemm_copies{0};
 
-// Whether oneDNN's f32 matmul can run here: ATen built with it, the user has not turned
-// it off (torch.backends.mkldnn.enabled), and the CPU has what mkldnn_matmul requires
-// for f32 (AVX-512 BW/VL/DQ).
+// Whether oneDNN's f32 matmul is a candidate here: ATen built with it, the user has not
+// turned it off (torch.backends.mkldnn.enabled), the CPU has what mkldnn_matmul requires
+// for f32 (AVX-512 BW/VL/DQ), and it is not an Intel CPU. MKL runs its AVX-512 sgemm
+// kernels only on Intel CPUs (elsewhere its AVX2 path), so only there does oneDNN's
+// AVX-512 matmul have the edge use_onednn measured: on an Intel Xeon (family 6 model
+// 207) oneDNN was 0.98-1.14x MKL's time on the products use_onednn hands it
+// (docs/performance.md, "The GEMM library per dot").
 bool onednn_available() {
   static const bool built = AT_MKLDNN_ENABLED() && __builtin_cpu_supports("avx512bw") &&
                             __builtin_cpu_supports("avx512vl") &&
-                            __builtin_cpu_supports("avx512dq");
+                            __builtin_cpu_supports("avx512dq") && !__builtin_cpu_is("intel");
   return built && at::globalContext().userEnabledMkldnn();
 }
 
 // Which library multiplies a dot's matrices: MKL's sgemm through ATen's mm/bmm (eager's
 // choice for f32 linear layers), or oneDNN's matmul. Measured through this extern on
-// the project's 2-core AVX-512 VM (docs/performance.md, "The GEMM library per dot"),
+// the project's 2-core AMD Zen 4 VM (docs/performance.md, "The GEMM library per dot"),
 // oneDNN was 4-17% faster on f32 products of 2^27 flops or more whose lhs is row-major
 // with 256 or more contracting elements, or transposed (a weight gradient, x^T @ g)
 // with at most 1024; it was 3-20% slower with a row-major lhs and 128 contracting

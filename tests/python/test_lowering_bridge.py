@@ -390,16 +390,20 @@ def test_dot_gives_same_bits_with_and_without_a_fused_consumer(name, consumer, m
 
 def _onednn_f32():
     """Whether the dot-general extern may call oneDNN here (dot_general.cpp,
-    onednn_available): ATen built with it and enabled, and a CPU with AVX-512 BW/VL/DQ."""
+    onednn_available): ATen built with it and enabled, and a CPU with AVX-512 BW/VL/DQ
+    that is not Intel's (where MKL runs AVX-512 kernels itself)."""
     try:
         with open("/proc/cpuinfo") as f:
-            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+            info = [ln.split(":", 1) for ln in f if ":" in ln]
     except OSError:
         return False
+    flags = next((v.split() for k, v in info if k.strip() == "flags"), [])
+    vendor = next((v.strip() for k, v in info if k.strip() == "vendor_id"), "")
     return (
         torch.backends.mkldnn.is_available()
         and torch.backends.mkldnn.enabled
         and all(f in flags for f in ("avx512bw", "avx512vl", "avx512dq"))
+        and vendor != "GenuineIntel"
     )
 
 
