@@ -89,4 +89,23 @@ bool ExternRegistry::Has(const std::string& name) const {
   return it != s.kernels.end() && it->second;
 }
 
+Status AdoptOutputs(ExternCall& call) {
+  if (call.adopted.size() > call.outputs.size()) {
+    return EMBER_INTERNAL_ERROR("extern call: ", call.adopted.size(), " adopted outputs for ",
+                                call.outputs.size(), " outputs");
+  }
+  for (size_t k = 0; k < call.adopted.size(); ++k) {
+    ExternCall::Adopted& a = call.adopted[k];
+    if (a.data == nullptr) continue;
+    Literal& out = *call.outputs[k];
+    if (out.is_borrowed()) {
+      return EMBER_INTERNAL_ERROR("extern call: output ", k,
+                                  " is borrowed (written in place) but was handed over");
+    }
+    EMBER_ASSIGN_OR_RETURN(out, Literal::Borrow(out.shape(), a.data, std::move(a.owner)));
+    a = ExternCall::Adopted{};
+  }
+  return OkStatus();
+}
+
 }  // namespace ember

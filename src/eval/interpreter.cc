@@ -52,6 +52,7 @@ StatusOr<Literal> EvalCustomCall(const Node& n, const eval::Operands& in) {
     call.outputs.push_back(&result);
   }
   Status st = (*kernel)(call);
+  if (st.ok()) st = AdoptOutputs(call);
   if (!st.ok()) return NameNode(n, st);
   // A kernel must not change the shapes of its outputs.
   if (n.shape.is_tuple()) {

@@ -185,6 +185,12 @@ StatusOr<BufferRef> Buffer::Borrow(const Shape& shape, void* data, std::shared_p
   return BufferRef(new Buffer(std::move(lit)));
 }
 
+StatusOr<BufferRef> Buffer::Adopt(const Shape& shape, void* data, std::shared_ptr<void> owner) {
+  EMBER_ASSIGN_OR_RETURN(BufferRef b, Borrow(shape, data, std::move(owner)));
+  b->adopted_ = true;
+  return b;
+}
+
 void NoteExternalBytes(int64_t delta) {
   int64_t now = g_bytes_in_use.fetch_add(delta, std::memory_order_relaxed) + delta;
   if (delta > 0) RaisePeak(now);
@@ -193,6 +199,10 @@ void NoteExternalBytes(int64_t delta) {
 BufferRef Buffer::TakeElement(size_t i) {
   if (!value_.shape().is_tuple() || i >= value_.tuple_elements().size()) return nullptr;
   Literal& e = value_.tuple_elements()[i];
+  if (i < adopted_elements_.size() && adopted_elements_[i]) {
+    StatusOr<BufferRef> own = Adopt(e.shape(), e.data(), e.owner());
+    return own.ok() ? std::move(own).value() : nullptr;
+  }
   if (e.is_borrowed() || e.shape().is_tuple() || e.size_bytes() == 0) return nullptr;
   const int64_t n = e.size_bytes();
   // Unaccounted here before the new buffer accounts them: the peak does not see them twice.
@@ -204,6 +214,25 @@ BufferRef Buffer::TakeElement(size_t i) {
   StatusOr<Literal> view = Literal::Borrow(shape, own->data(), own);
   e = std::move(view).value();  // an array shape over non-null bytes: cannot fail
   return own;
+}
+
+Status Buffer::AdoptElement(size_t i, void* data, std::shared_ptr<void> owner) {
+  if (!value_.shape().is_tuple() || i >= value_.tuple_elements().size()) {
+    return InvalidArgument("Buffer::AdoptElement: no tuple element ", i, " in ",
+                           value_.shape().ToString());
+  }
+  Literal& e = value_.tuple_elements()[i];
+  if (e.shape().is_tuple()) {
+    return InvalidArgument("Buffer::AdoptElement: element ", i, " is a tuple");
+  }
+  EMBER_ASSIGN_OR_RETURN(Literal borrowed, Literal::Borrow(e.shape(), data, std::move(owner)));
+  const int64_t n = LiteralBytes(e);
+  accounted_bytes_ -= n;
+  g_bytes_in_use.fetch_sub(n, std::memory_order_relaxed);
+  e = std::move(borrowed);
+  adopted_elements_.resize(value_.tuple_elements().size(), false);
+  adopted_elements_[i] = true;
+  return OkStatus();
 }
 
 BufferRef Buffer::Zeros(const Shape& shape) { return FromLiteral(Literal(shape)); }

@@ -259,4 +259,30 @@ TEST(BufferTest, ExternalBytesShareTheCounters) {
 }
 
 }  // namespace
+// AdoptElement: the element borrows the handed-over bytes, its own are no longer
+// accounted, and TakeElement gives an adopted buffer over them that keeps their owner.
+TEST(BufferTest, AdoptElementTakesHandedOverBytesAndItsAccounting) {
+  const int64_t before = GetBufferStats().bytes_in_use;
+  BufferRef t = Buffer::Zeros(Shape::Tuple({Shape(DType::kF32, {4}), Shape(DType::kF32, {2})}));
+  EXPECT_EQ(GetBufferStats().bytes_in_use - before, 24);
+  auto bytes = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4});
+  std::weak_ptr<std::vector<float>> alive = bytes;
+  ASSERT_TRUE(t->AdoptElement(0, bytes->data(), bytes).ok());
+  EXPECT_EQ(GetBufferStats().bytes_in_use - before, 8);
+  EXPECT_EQ(t->size_bytes(), 8);
+  EXPECT_EQ(t->literal().tuple_elements()[0].data(), bytes->data());
+  bytes.reset();
+  BufferRef e = t->TakeElement(0);
+  ASSERT_NE(e, nullptr);
+  EXPECT_TRUE(e->adopted());
+  EXPECT_EQ(e->data(), t->literal().tuple_elements()[0].data());
+  t.reset();
+  EXPECT_TRUE(alive.lock());  // the element's buffer keeps the owner
+  EXPECT_EQ(e->literal().GetDouble(3), 4.0);
+  e.reset();
+  EXPECT_FALSE(alive.lock());
+  EXPECT_EQ(GetBufferStats().bytes_in_use, before);
+  EXPECT_FALSE(Buffer::Zeros(Shape(DType::kF32, {2}))->AdoptElement(0, nullptr, nullptr).ok());
+}
+
 }  // namespace ember

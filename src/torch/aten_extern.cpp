@@ -27,6 +27,55 @@ ExternError& extern_error() {
 
 }  // namespace
 
+namespace {
+
+// [begin, end) of the bytes `t` reads.
+std::pair<uintptr_t, uintptr_t> byte_range(const at::Tensor& t) {
+  const auto b = reinterpret_cast<uintptr_t>(t.data_ptr());
+  return {b, b + static_cast<uintptr_t>(t.nbytes())};
+}
+
+bool overlap(std::pair<uintptr_t, uintptr_t> a, std::pair<uintptr_t, uintptr_t> b) {
+  return a.first < b.second && b.first < a.second;
+}
+
+// Whether result k can become output k's bytes without a copy (ExternCall::adopted): a
+// fresh tensor of exactly the output's dtype, sizes and row-major layout at a 64-byte
+// boundary (c10's CPU allocator aligns so), whose bytes alias no input and no other
+// result, for an output that is not written in place (a borrowed, donated buffer).
+bool can_hand_over(const std::vector<at::Tensor>& results, size_t k, const TensorMeta& m,
+                   const ember::ExternCall& call) {
+  const at::Tensor& r = results[k];
+  if (call.outputs[k]->is_borrowed() || r.scalar_type() != m.dtype || r.sizes() != m.sizes ||
+      !r.is_contiguous() || reinterpret_cast<uintptr_t>(r.data_ptr()) % 64 != 0) {
+    return false;
+  }
+  const auto mine = byte_range(r);
+  for (const ember::Literal* in : call.inputs) {
+    const auto b = reinterpret_cast<uintptr_t>(in->data());
+    if (overlap(mine, {b, b + static_cast<uintptr_t>(in->size_bytes())})) return false;
+  }
+  for (size_t j = 0; j < results.size(); ++j) {
+    if (j != k && results[j].defined() && results[j].numel() > 0 &&
+        overlap(mine, byte_range(results[j])))
+      return false;
+  }
+  return true;
+}
+
+// Keeps `t`'s storage alive for a buffer that borrows it, its bytes counted as device
+// data (ember.memory_allocated) while they live.
+std::shared_ptr<void> accounted_owner(const at::Tensor& t) {
+  const auto n = static_cast<int64_t>(t.storage().nbytes());
+  ember::NoteExternalBytes(n);
+  return std::shared_ptr<void>(new at::Tensor(t), [n](void* p) {
+    delete static_cast<at::Tensor*>(p);
+    ember::NoteExternalBytes(-n);
+  });
+}
+
+}  // namespace
+
 ember::Status run_extern(const ExternState& es, ember::ExternCall& call) {
   try {
     AtenStepIO io;
@@ -69,6 +118,11 @@ ember::Status run_extern(const ExternState& es, ember::ExternCall& call) {
       const TensorMeta& m = es.step.out_metas[k];
       void* dst = call.outputs[k]->data();
       if (results[k].numel() == 0 || results[k].data_ptr() == dst) continue;
+      if (can_hand_over(results, k, m, call)) {
+        call.adopted.resize(results.size());
+        call.adopted[k] = {results[k].data_ptr(), accounted_owner(results[k])};
+        continue;
+      }
       at::from_blob(dst, m.sizes, at::TensorOptions().dtype(m.dtype)).copy_(results[k]);
       g_extern_copies++;
     }

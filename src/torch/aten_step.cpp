@@ -75,7 +75,11 @@ std::optional<c10::OperatorHandle> find_out_overload(const c10::OperatorHandle& 
       ok = ai && ai->isWrite() && os.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
     }
     if (!ok) continue;
-    if (!h->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
+    // A kernel of the CPU backend itself: an `.out` overload that torch generates for a
+    // composite op (`autogen:` in native_functions.yaml: convolution.out,
+    // convolution_backward.out) only runs the functional op and copies its result into
+    // the output; the functional op's fresh tensor is handed over instead (run_extern).
+    if (!h->hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
     if (!out_overload_ok(*h)) continue;
     return h;
   }

@@ -444,8 +444,11 @@ LoweredRun run_lowered(const LoweredProgram& p, const LazyGraph& g,
     const bool donated_out = at_arg != arg_at.end() && eo.donated.size() > at_arg->second &&
                              eo.donated[at_arg->second] &&
                              arg_tensors[at_arg->second].scalar_type() == m->dtype;
-    if (m->offset == 0 && row_major(m->sizes, m->strides) && (!borrowed || donated_out)) {
-      if (borrowed) {
+    // An extern's result handed over (ember::Buffer::adopted) is borrowed too, but its
+    // bytes are its own: wrapped like an owned buffer.
+    if (m->offset == 0 && row_major(m->sizes, m->strides) &&
+        (!borrowed || donated_out || buf->adopted())) {
+      if (borrowed && !buf->adopted()) {
         // A donated input written in place: its tensor is the result, a tensor of its
         // own over the input's storage, not a view of the input tensor (a view would
         // keep the input alive as its base: one more storage reference, and the next

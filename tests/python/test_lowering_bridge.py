@@ -3,6 +3,7 @@ core runtime (docs/architecture.md, "Lowering"). Oracle: eager CPU, and the `ate
 backend (one ATen kernel per op) for backend equivalence."""
 
 import contextlib
+import copy
 import os
 import subprocess
 import sys
@@ -521,6 +522,41 @@ def test_extern_whose_out_kernel_restrides_its_output(name):
         g = ember.metrics.last_graph()
     close(got, F.max_unpool2d(v, i, 2))
     assert g["externs"] == {"aten::max_unpool2d": 1}, g
+
+
+@pytest.mark.parametrize("name", LOWERED)
+def test_convolution_results_are_handed_over_without_copies(name):
+    # convolution and convolution_backward have no CPU `.out` kernel (torch's generated
+    # one runs the op and copies): the extern hands the op's own result tensors to the
+    # program (ExternCall::adopted) instead of copying them into its buffers. Values
+    # equal eager's, and the handed-over bytes count in memory_allocated while they live.
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3)
+    )
+    x = torch.randn(2, 3, 10, 10)
+    ref(x).square().sum().backward()
+    with backend(name):
+        m = copy.deepcopy(ref).to(DEV)
+        m.zero_grad(set_to_none=True)
+        ember.sync()
+        ember.metrics.clear()
+        base = ember.memory_allocated()
+        y = m(x.to(DEV))
+        y.square().sum().backward()
+        ember.sync()
+        c = ember.metrics.counters()
+        assert c["externs"] == {"aten::convolution": 2, "aten::convolution_backward": 2}, c
+        assert c["extern_copies"] == 0, c
+        held = ember.memory_allocated() - base  # y and the four gradients, at least
+        assert held >= 4 * (y.numel() + sum(p.numel() for p in m.parameters())), held
+        close(y, ref(x))
+        for p, r in zip(m.parameters(), ref.parameters()):
+            close(p.grad, r.grad, rtol=1e-4, atol=1e-5)
+        del y
+        m.zero_grad(set_to_none=True)
+        ember.sync()
+        assert ember.memory_allocated() <= base, (ember.memory_allocated(), base)
 
 
 # ---------------------------------------------------------------- donation (issue 4)

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,26 @@ struct ExternCall {
   const Node* node = nullptr;  // the custom-call (or op) being run
   std::vector<const Literal*> inputs;
   std::vector<Literal*> outputs;  // preallocated (bytes unspecified), shapes from the node
+
+  // Output bytes handed over instead of written. A kernel whose result k already lies
+  // in memory of its own (an ATen op's freshly allocated tensor) may set adopted[k]
+  // (resizing `adopted` to outputs.size()) rather than copy it into *outputs[k]:
+  // `data` holds output k's dense row-major bytes, 64-byte aligned, aliasing no input
+  // and no other output, and stays valid while `owner` lives; the owner accounts the
+  // bytes (NoteExternalBytes). Never for an output that is itself borrowed
+  // (Literal::is_borrowed: a donated parameter's buffer the result must be written
+  // into). The caller takes them without a copy (AdoptOutputs, or the runtime's
+  // buffers); *outputs[k] is then unused.
+  struct Adopted {
+    void* data = nullptr;
+    std::shared_ptr<void> owner;
+  };
+  std::vector<Adopted> adopted;
 };
+
+// Makes every adopted output of `call` its output literal (a borrowed literal over the
+// handed-over bytes). Internal error if a kernel handed over an output it must write.
+Status AdoptOutputs(ExternCall& call);
 
 using ExternKernel = std::function<Status(ExternCall&)>;
 

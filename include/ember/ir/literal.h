@@ -66,6 +66,8 @@ class Literal {
 
   // True for a literal made by Borrow (its bytes are external).
   bool is_borrowed() const { return external_ != nullptr; }
+  // The keep-alive handle of a borrowed literal (null for one that owns its bytes).
+  const std::shared_ptr<void>& owner() const { return owner_; }
 
   const Shape& shape() const { return shape_; }
   DType dtype() const { return shape_.dtype(); }

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "ember/ir/literal.h"
 
@@ -52,6 +53,11 @@ class Buffer {
   // `owner` lives (the buffer keeps `owner`). Steps may write into it (a
   // donated argument). Accounts 0 bytes. Tuple shapes: InvalidArgument.
   static StatusOr<BufferRef> Borrow(const Shape& shape, void* data, std::shared_ptr<void> owner);
+  // As Borrow, for bytes that are this buffer's alone: an extern's result handed over
+  // (ExternCall::adopted), held by `owner` and read through no other buffer, so a caller
+  // may keep them as a result's storage (adopted() is true). Accounts 0 bytes (the
+  // owner accounts them).
+  static StatusOr<BufferRef> Adopt(const Shape& shape, void* data, std::shared_ptr<void> owner);
 
   ~Buffer();
   Buffer(const Buffer&) = delete;
@@ -73,6 +79,16 @@ class Buffer {
   // tuple or the element owns no bytes (borrowed, a tuple, or empty).
   BufferRef TakeElement(size_t i);
 
+  // Makes tuple element `i` borrow `data` (its shape's dense row-major bytes, kept alive
+  // by `owner`, which accounts them) instead of its own bytes, which are freed and no
+  // longer accounted: an extern's result handed over (ExternCall::adopted). TakeElement
+  // then returns an adopted() buffer over them. InvalidArgument when this buffer is not
+  // a tuple, `i` is out of range or the element is a tuple.
+  Status AdoptElement(size_t i, void* data, std::shared_ptr<void> owner);
+
+  // Made by Adopt: external bytes of this buffer's own (see Adopt).
+  bool adopted() const { return adopted_; }
+
   // Overwrites this buffer's bytes with `src`'s (same shape required:
   // InvalidArgument otherwise). Tuple elements are copied element by element.
   Status CopyFrom(const Literal& src);
@@ -81,7 +97,9 @@ class Buffer {
   explicit Buffer(Literal value);
   Literal value_;
   int64_t accounted_bytes_ = 0;
-  bool recyclable_ = false;  // created by Uninitialized()
+  bool recyclable_ = false;             // created by Uninitialized()
+  bool adopted_ = false;                // created by Adopt()
+  std::vector<bool> adopted_elements_;  // tuple elements made by AdoptElement
 };
 
 // Bytes held by the Uninitialized() cache (not counted as in use).
