@@ -112,8 +112,10 @@ ember::Status run_extern(const ExternState& es, ember::ExternCall& call) {
                            at::TensorOptions().dtype(m.dtype));
     };
     io.out_data = [&](size_t k) -> const void* { return call.outputs[k]->data(); };
+    io.any_memory = true;  // copied into the outputs or handed over below
     int64_t copies = 0;
     std::vector<at::Tensor> results = run_aten_step(es.step, io, &copies);
+    g_extern_copies += copies;  // relaid out to eager's layout, or restrided back
     for (size_t k = 0; k < results.size(); ++k) {
       const TensorMeta& m = es.step.out_metas[k];
       void* dst = call.outputs[k]->data();

@@ -179,12 +179,13 @@ void call_inplace(const c10::OperatorHandle& op, torch::jit::Stack& stack, bool 
   });
 }
 
-at::Tensor conform(const at::Tensor& r, const TensorMeta& m, bool view, bool* copied) {
+at::Tensor conform(const at::Tensor& r, const TensorMeta& m, bool view, bool any_memory,
+                   bool* copied) {
   bool same =
       r.sizes().vec() == m.sizes && r.strides().vec() == m.strides && r.scalar_type() == m.dtype;
   if (view) {
     if (same && r.storage_offset() == m.offset) return r;
-  } else if (same && (r.storage_offset() == m.offset) && is_device_buffer(r)) {
+  } else if (same && (r.storage_offset() == m.offset) && (any_memory || is_device_buffer(r))) {
     return r;
   }
   at::Tensor b = alloc_buffer(m.sizes, m.strides, m.dtype, m.offset);
@@ -437,7 +438,7 @@ std::vector<at::Tensor> run_aten_step(const AtenStep& st, const AtenStepIO& io, 
   for (size_t k = 0; k < results.size(); ++k) {
     if (preset[k]) continue;
     bool copied = false;
-    results[k] = conform(results[k], st.out_metas[k], st.out_view[k], &copied);
+    results[k] = conform(results[k], st.out_metas[k], st.out_view[k], io.any_memory, &copied);
     if (copied && !st.out_view[k]) ++*copies;
   }
   return results;

@@ -61,6 +61,10 @@ struct AtenStepIO {
   // in-place run whose output is its input's own bytes (a donated argument) uses the
   // input tensor as it is.
   std::function<const void*(size_t)> out_data;
+  // Results may lie in any CPU memory of eager's layout (an extern copies them into its
+  // outputs or hands them over); otherwise (the aten backend, whose results become
+  // tensors' storages) a result not in a device buffer is copied into one.
+  bool any_memory = false;
 };
 
 // Runs the step. Returns one tensor per output, laid out as out_metas (copies counted
