@@ -25,10 +25,6 @@ ExternError& extern_error() {
   return *e;
 }
 
-}  // namespace
-
-namespace {
-
 // [begin, end) of the bytes `t` reads.
 std::pair<uintptr_t, uintptr_t> byte_range(const at::Tensor& t) {
   const auto b = reinterpret_cast<uintptr_t>(t.data_ptr());
