@@ -89,19 +89,26 @@ bool ExternRegistry::Has(const std::string& name) const {
   return it != s.kernels.end() && it->second;
 }
 
-Status AdoptOutputs(ExternCall& call) {
+Status CheckAdopted(const ExternCall& call) {
   if (call.adopted.size() > call.outputs.size()) {
     return EMBER_INTERNAL_ERROR("extern call: ", call.adopted.size(), " adopted outputs for ",
                                 call.outputs.size(), " outputs");
   }
   for (size_t k = 0; k < call.adopted.size(); ++k) {
-    ExternCall::Adopted& a = call.adopted[k];
-    if (a.data == nullptr) continue;
-    Literal& out = *call.outputs[k];
-    if (out.is_borrowed()) {
+    if (call.adopted[k].data != nullptr && call.outputs[k]->is_borrowed()) {
       return EMBER_INTERNAL_ERROR("extern call: output ", k,
                                   " is borrowed (written in place) but was handed over");
     }
+  }
+  return OkStatus();
+}
+
+Status AdoptOutputs(ExternCall& call) {
+  EMBER_RETURN_IF_ERROR(CheckAdopted(call));
+  for (size_t k = 0; k < call.adopted.size(); ++k) {
+    ExternCall::Adopted& a = call.adopted[k];
+    if (a.data == nullptr) continue;
+    Literal& out = *call.outputs[k];
     EMBER_ASSIGN_OR_RETURN(out, Literal::Borrow(out.shape(), a.data, std::move(a.owner)));
     a = ExternCall::Adopted{};
   }

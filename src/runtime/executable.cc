@@ -148,14 +148,11 @@ Status RunExtern(const Step& step, std::vector<BufferRef>& slots,
   if (!st.ok()) return NameNode(step.extern_node, st);
   // Outputs handed over (ExternCall::adopted): the bytes become the result's without a
   // copy; the preallocated ones go back to the buffer cache.
-  for (size_t k = 0; k < call.adopted.size() && k < call.outputs.size(); ++k) {
+  st = CheckAdopted(call);
+  if (!st.ok()) return NameNode(step.extern_node, st);
+  for (size_t k = 0; k < call.adopted.size(); ++k) {
     ExternCall::Adopted& a = call.adopted[k];
     if (a.data == nullptr) continue;
-    if (call.outputs[k]->is_borrowed()) {
-      return NameNode(step.extern_node, EMBER_INTERNAL_ERROR("extern kernel '", step.kernel_name,
-                                                             "' handed over output ", k,
-                                                             ", which it must write in place"));
-    }
     if (out->shape().is_tuple()) {
       EMBER_RETURN_IF_ERROR(out->AdoptElement(k, a.data, std::move(a.owner)));
     } else {

@@ -39,8 +39,12 @@ struct ExternCall {
   std::vector<Adopted> adopted;
 };
 
+// Internal error when `call.adopted` breaks its contract: more entries than outputs, or
+// an output handed over that the kernel must write in place (a borrowed output).
+Status CheckAdopted(const ExternCall& call);
+
 // Makes every adopted output of `call` its output literal (a borrowed literal over the
-// handed-over bytes). Internal error if a kernel handed over an output it must write.
+// handed-over bytes), after CheckAdopted.
 Status AdoptOutputs(ExternCall& call);
 
 using ExternKernel = std::function<Status(ExternCall&)>;

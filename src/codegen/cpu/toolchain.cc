@@ -96,13 +96,17 @@ std::vector<std::string> CompileFlags(bool fast) {
 
 namespace {
 
-// The kernel of /sys/.../gather_data_sampling: "Not affected", "Vulnerable",
-// "Mitigation: Microcode", ...; "" where the file is absent.
-std::string GatherDataSampling() {
-  std::string s;
-  if (!ReadFile("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling", &s).ok()) return "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
+// The kernel's /sys/.../gather_data_sampling: "Not affected", "Vulnerable",
+// "Mitigation: Microcode", ...; "" where the file is absent. Read once a process.
+const std::string& GatherDataSampling() {
+  static const std::string state = [] {
+    std::string s;
+    if (!ReadFile("/sys/devices/system/cpu/vulnerabilities/gather_data_sampling", &s).ok())
+      return std::string();
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }();
+  return state;
 }
 
 // The probe behind NativeTuneFlags, run once per compiler, CPU and GDS state.
@@ -141,7 +145,7 @@ std::vector<std::string> ProbeNativeTuneFlags(const std::string& cxx, const std:
 std::vector<std::string> NativeTuneFlags(const std::string& cxx, const std::string& cache_dir) {
   static std::mutex mu;
   static std::map<std::string, std::vector<std::string>> memo;
-  const std::string gds = GatherDataSampling();
+  const std::string& gds = GatherDataSampling();
   const std::string id = cxx + "|" + CpuFeatures() + "|" + gds;
   std::lock_guard<std::mutex> lock(mu);
   auto it = memo.find(id);
